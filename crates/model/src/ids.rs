@@ -1,0 +1,133 @@
+//! Identifier newtypes.
+//!
+//! Native ids are only unique inside their scope — a Codex `item_3` restarts per thread, an MCP
+//! JSON-RPC id per session — so no id here is ever used as a key on its own: the correlation scope is
+//! always `(source, session, thread)`.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+macro_rules! string_id {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(pub String);
+
+        impl $name {
+            pub fn new(s: impl Into<String>) -> Self {
+                Self(s.into())
+            }
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(s: &str) -> Self {
+                Self(s.to_owned())
+            }
+        }
+
+        impl From<String> for $name {
+            fn from(s: String) -> Self {
+                Self(s)
+            }
+        }
+    };
+}
+
+string_id!(
+    /// The framework that produced an event (`claude-code`, `codex`, `gemini-cli`, `adk`, …).
+    /// Adapters of one framework (transcript, hooks, stream) share it so their events correlate.
+    Source
+);
+string_id!(
+    /// The agent session; also the Kafka key of every input message.
+    SessionId
+);
+string_id!(
+    /// A thread inside a session, for formats whose ids restart per thread (`codex exec --json`).
+    ThreadId
+);
+string_id!(
+    /// A turn (one model request/response cycle and the tool calls it caused).
+    TurnId
+);
+string_id!(
+    /// A native or stream id of one tool call (`toolu_…`, `call_…`, `item_3`, the nhtio stream id).
+    CallId
+);
+
+/// The deterministic key of a ToolCall record: a UUID v5 over `(source, session, thread, call key)`.
+///
+/// Replaying the same input gives the same ids, so a compacted records topic keeps one record per call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RecordId(pub uuid::Uuid);
+
+/// Namespace of record ids (a fixed random UUID; changing it changes every record key).
+const RECORD_NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x6f1c_1d2e_93a4_4b7e_8f0d_52c4_a1b3_9e77);
+
+impl RecordId {
+    /// The record id of the call known by `call_key` in `(source, session, thread)`.
+    ///
+    /// `call_key` is the native call id when there is one, otherwise a key the processor derives
+    /// from the input position of the first event of the call (see `toolcalls-core`).
+    pub fn derive(source: &Source, session: &SessionId, thread: Option<&ThreadId>, call_key: &str) -> Self {
+        // Length-prefixed parts, so no choice of strings can make two different tuples collide.
+        let mut name = Vec::with_capacity(64 + call_key.len());
+        for part in [
+            source.as_str(),
+            session.as_str(),
+            thread.map_or("", ThreadId::as_str),
+            call_key,
+        ] {
+            name.extend_from_slice(&(part.len() as u64).to_be_bytes());
+            name.extend_from_slice(part.as_bytes());
+        }
+        name.push(u8::from(thread.is_some()));
+        Self(uuid::Uuid::new_v5(&RECORD_NAMESPACE, &name))
+    }
+
+    pub fn parse(s: &str) -> Result<Self, uuid::Error> {
+        uuid::Uuid::parse_str(s).map(Self)
+    }
+}
+
+impl fmt::Display for RecordId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.as_hyphenated().fmt(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_ids_are_deterministic_and_scoped() {
+        let s = Source::from("codex");
+        let a = RecordId::derive(&s, &"s1".into(), Some(&"t1".into()), "item_1");
+        assert_eq!(a, RecordId::derive(&s, &"s1".into(), Some(&"t1".into()), "item_1"));
+        // Same native id in another thread or session is another call.
+        assert_ne!(a, RecordId::derive(&s, &"s1".into(), Some(&"t2".into()), "item_1"));
+        assert_ne!(a, RecordId::derive(&s, &"s2".into(), Some(&"t1".into()), "item_1"));
+        // No thread differs from an empty thread name, and parts cannot slide into each other.
+        assert_ne!(
+            RecordId::derive(&s, &"s1".into(), None, "x"),
+            RecordId::derive(&s, &"s1".into(), Some(&"".into()), "x")
+        );
+        assert_ne!(
+            RecordId::derive(&s, &"ab".into(), None, "c"),
+            RecordId::derive(&s, &"a".into(), None, "bc")
+        );
+        assert_eq!(RecordId::parse(&a.to_string()).unwrap(), a);
+    }
+}
