@@ -1,0 +1,413 @@
+//! One test per correlation rule of ARCHITECTURE.md §4.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use toolcalls_core::{Correlator, Outcome, Position};
+use toolcalls_model::*;
+
+#[test]
+fn call_id_links_announce_and_completion() {
+    let mut h = Harness::new();
+    assert_eq!(h.apply(ev("s").id("toolu_1").at(0).announce("Read", json!({"path": "a"}))), Outcome::Pending);
+    assert!(h.take().is_empty());
+    assert_eq!(h.apply(ev("s").id("toolu_1").at(40).done(json!("text"))), Outcome::Matched(Strategy::CallId));
+    let r = h.one();
+    assert_eq!(r.status.phase, Phase::Succeeded);
+    assert_eq!(r.correlation.strategy, Strategy::CallId);
+    assert_eq!(r.correlation.confidence, 1.0);
+    assert_eq!(r.correlation.events_merged, 2);
+    assert_eq!(r.stream_id.as_ref().map(CallId::as_str), Some("toolu_1"));
+    assert_eq!(r.status.output, Some(json!("text")));
+    assert_eq!(r.status.duration_ms, Some(40));
+    assert_eq!(r.checksum, Some(checksum_of("Read", Some(&json!({"path": "a"})))));
+    assert_eq!(r.id(), RecordId::derive(&"test".into(), &"s".into(), None, "toolu_1"));
+    assert_eq!(h.c.pending_len(), 0);
+}
+
+#[test]
+fn completion_before_announce_waits_and_links_the_same_way() {
+    let mut a = Harness::new();
+    a.apply(ev("s").id("c1").at(0).announce("Bash", json!({"cmd": "ls"})));
+    a.apply(ev("s").id("c1").at(10).done(json!("ok")));
+    let expected = a.one();
+
+    let mut b = Harness::new();
+    assert_eq!(b.apply(ev("s").id("c1").at(10).done(json!("ok"))), Outcome::Pending);
+    assert_eq!(b.apply(ev("s").id("c1").at(0).announce("Bash", json!({"cmd": "ls"}))), Outcome::Matched(Strategy::CallId));
+    assert_eq!(b.one(), expected);
+}
+
+#[test]
+fn checksum_links_id_less_calls_oldest_first() {
+    let mut h = Harness::new();
+    let args = json!({"q": "same"});
+    h.apply(ev("s").at(0).announce("Search", args.clone()));
+    h.apply(ev("s").at(1).announce("Search", args.clone()));
+    h.apply(ev("s").at(2).announce("Search", json!({"q": "other"})));
+    assert_eq!(h.apply(ev("s").at(10).done_args("Search", args.clone(), json!(1))), Outcome::Matched(Strategy::Checksum));
+    let first = h.one();
+    assert_eq!(first.created_at, t(0), "identical calls pair oldest first");
+    assert_eq!(first.correlation.candidates, 2);
+    assert_eq!(first.correlation.confidence, 0.85);
+    h.apply(ev("s").at(11).done_args("Search", args, json!(2)));
+    let second = h.one();
+    assert_eq!(second.created_at, t(1));
+    assert_eq!(second.correlation.candidates, 1);
+    assert_eq!(second.correlation.confidence, 0.95);
+    assert_ne!(first.id(), second.id(), "id-less calls get distinct keys from their positions");
+}
+
+#[test]
+fn openai_style_string_args_checksum_like_objects() {
+    let mut h = Harness::new();
+    h.apply(ev("s").at(0).announce("f", json!("{\"b\":1,\"a\":[1.0]}")));
+    assert_eq!(h.apply(ev("s").at(5).done_args("f", json!({"a": [1], "b": 1}), json!(null))), Outcome::Matched(Strategy::Checksum));
+}
+
+#[test]
+fn tool_name_is_fifo_when_there_is_no_checksum() {
+    let mut h = Harness::new();
+    h.apply(ev("s").at(0).announce("Read", json!({"p": 1})));
+    h.apply(ev("s").at(1).announce("Write", json!({"p": 2})));
+    h.apply(ev("s").at(2).announce("Read", json!({"p": 3})));
+    assert_eq!(h.apply(ev("s").at(5).done_tool("Read", json!("r1"))), Outcome::Matched(Strategy::ToolFifo));
+    let r = h.one();
+    assert_eq!(r.spec.input, Some(json!({"p": 1})));
+    assert_eq!(r.correlation.candidates, 2);
+    h.apply(ev("s").at(6).done_tool("Read", json!("r2")));
+    assert_eq!(h.one().spec.input, Some(json!({"p": 3})));
+}
+
+#[test]
+fn oldest_only_for_completions_without_any_hint() {
+    let mut h = Harness::new();
+    h.apply(ev("s").turn("t1").at(0).announce("A", json!({})));
+    h.apply(ev("s").turn("t2").at(1).announce("B", json!({})));
+    // A hint that matches nothing must not fall through to "oldest".
+    assert_eq!(h.apply(ev("s").at(2).done_tool("C", json!(0))), Outcome::Pending);
+    // No hint at all, in turn t2: the oldest pending call of that turn.
+    assert_eq!(h.apply(ev("s").turn("t2").at(3).done(json!(1))), Outcome::Matched(Strategy::Oldest));
+    let r = h.one();
+    assert_eq!(r.spec.tool_ref.unwrap().name, "B");
+    assert_eq!(r.correlation.confidence, 0.5);
+}
+
+#[test]
+fn fallbacks_never_pair_two_different_ids() {
+    let mut h = Harness::new();
+    h.apply(ev("s").id("a").at(0).announce("Read", json!({"p": 1})));
+    assert_eq!(h.apply(ev("s").id("b").at(1).done_args("Read", json!({"p": 1}), json!(0))), Outcome::Pending);
+    assert!(h.take().is_empty());
+    h.advance(10_000); // past the orphan grace
+    let r = h.one();
+    assert_eq!(r.status.phase, Phase::Orphaned);
+    assert_eq!(r.stream_id.as_ref().map(CallId::as_str), Some("b"));
+}
+
+#[test]
+fn id_less_completion_may_take_a_call_with_an_id_by_checksum() {
+    // Hook payloads without tool_use_id still find the transcript's call.
+    let mut h = Harness::new();
+    h.apply(ev("s").id("toolu_9").at(0).announce("Edit", json!({"f": "x"})));
+    assert_eq!(h.apply(ev("s").at(3).done_args("Edit", json!({"f": "x"}), json!("ok"))), Outcome::Matched(Strategy::Checksum));
+    assert_eq!(h.one().stream_id.unwrap().as_str(), "toolu_9");
+}
+
+#[test]
+fn unmatched_completion_becomes_one_orphan_after_the_grace() {
+    let mut h = Harness::new();
+    h.apply(ev("s").id("x").at(0).done_tool("Read", json!("r")));
+    h.advance(4_999);
+    assert!(h.take().is_empty(), "still inside the orphan grace");
+    h.advance(5_000);
+    let r = h.one();
+    assert_eq!(r.status.phase, Phase::Orphaned);
+    assert_eq!(r.correlation.strategy, Strategy::Unmatched);
+    assert_eq!(r.status.output, Some(json!("r")));
+    // A late announce with the same id is accounted for, and does not open a second record.
+    assert_eq!(h.apply(ev("s").id("x").at(6_000).announce("Read", json!({}))), Outcome::Late);
+    h.advance(1_000_000);
+    assert!(h.take().is_empty());
+}
+
+#[test]
+fn symmetric_announce_finds_buffered_completion_by_checksum_and_tool() {
+    let mut h = Harness::new();
+    h.apply(ev("s").at(5).done_args("Grep", json!({"re": "x"}), json!("hit")));
+    h.apply(ev("s").at(6).done_tool("Ls", json!("files")));
+    assert_eq!(h.apply(ev("s").at(0).announce("Ls", json!({}))), Outcome::Matched(Strategy::ToolFifo));
+    assert_eq!(h.one().status.output, Some(json!("files")));
+    assert_eq!(h.apply(ev("s").at(1).announce("Grep", json!({"re": "x"}))), Outcome::Matched(Strategy::Checksum));
+    assert_eq!(h.one().status.output, Some(json!("hit")));
+}
+
+#[test]
+fn repeated_emissions_are_merged_and_counted() {
+    let mut h = Harness::new();
+    h.apply(ev("s").id("c").at(0).announce("Read", json!({})));
+    assert_eq!(h.apply(ev("s").id("c").at(1).announce("Read", json!({}))), Outcome::Duplicate);
+    assert_eq!(h.apply(ev("s").id("c").at(5).done(json!(1))), Outcome::Matched(Strategy::CallId));
+    let r = h.one();
+    assert_eq!(r.correlation.duplicates, 1);
+    assert_eq!(r.correlation.events_merged, 3);
+    // The same completion again (at-least-once delivery): no second record.
+    assert_eq!(h.apply(ev("s").id("c").at(6).done(json!(1))), Outcome::Late);
+    assert!(h.take().is_empty());
+    h.advance(10_000_000);
+    assert!(h.take().is_empty());
+}
+
+#[test]
+fn repeated_completions_before_the_announce_are_counted_once() {
+    let mut h = Harness::new();
+    h.apply(ev("s").id("c").at(5).done(json!(1)));
+    assert_eq!(h.apply(ev("s").id("c").at(6).done(json!(1))), Outcome::Duplicate);
+    h.apply(ev("s").id("c").at(0).announce("Read", json!({})));
+    let r = h.one();
+    assert_eq!(r.correlation.duplicates, 1);
+    assert_eq!(r.correlation.events_merged, 3);
+}
+
+#[test]
+fn same_call_id_with_another_tool_is_rejected() {
+    let mut h = Harness::new();
+    h.apply(ev("s").id("c").at(0).announce("Read", json!({})));
+    assert_eq!(h.apply(ev("s").id("c").at(1).announce("Write", json!({}))), Outcome::Rejected("conflicting_call_id"));
+}
+
+#[test]
+fn ids_are_scoped_by_session_source_and_thread() {
+    let mut h = Harness::new();
+    h.apply(ev("s").thread("t1").id("item_1").at(0).announce("sh", json!({"c": 1})));
+    h.apply(ev("s").thread("t2").id("item_1").at(1).announce("sh", json!({"c": 2})));
+    h.apply(ev("s").thread("t2").id("item_1").at(2).done(json!("two")));
+    let r = h.one();
+    assert_eq!(r.spec.input, Some(json!({"c": 2})));
+    assert_eq!(r.metadata.thread.as_ref().unwrap().as_str(), "t2");
+    assert_eq!(h.apply(ev("other").thread("t1").id("item_1").at(3).done(json!(0))), Outcome::Pending);
+    assert_eq!(h.apply(ev("s").source("else").thread("t1").id("item_1").at(3).done(json!(0))), Outcome::Pending);
+}
+
+#[test]
+fn idempotency_key_collapses_retries_into_one_record() {
+    let mut h = Harness::new();
+    let announce = |id: &str, at: i64| {
+        ev("s").id(id).at(at).announce_with(Announce {
+            tool: "zendesk.create_ticket".into(),
+            args: Some(json!({"subject": "refund"})),
+            side_effects: Some(SideEffects {
+                level: Some(SideEffectLevel::ExternalWrite),
+                idempotent: Some(false),
+                idempotency_key: Some("zendesk-create-12345".into()),
+            }),
+            ..Default::default()
+        })
+    };
+    h.apply(announce("a1", 0));
+    assert_eq!(h.apply(announce("a2", 100)), Outcome::Collapsed);
+    assert_eq!(h.apply(ev("s").id("a1").at(200).done(json!({"ticketId": 77123}))), Outcome::Matched(Strategy::CallId));
+    let r = h.one();
+    assert_eq!(r.correlation.attempts, 2);
+    assert_eq!(r.replay, ReplayPolicy::RequiresOverride);
+    // The retry's own completion is a repeat, not a second call.
+    assert_eq!(h.apply(ev("s").id("a2").at(210).done(json!({"ticketId": 77123}))), Outcome::Late);
+    // A third attempt after the record was published revises it.
+    assert_eq!(h.apply(announce("a3", 5_000)), Outcome::Collapsed);
+    let r2 = h.one();
+    assert_eq!(r2.id(), r.id());
+    assert_eq!(r2.metadata.revision, 2);
+    assert_eq!(r2.correlation.attempts, 3);
+    // Outside the window the key starts a new call.
+    assert_eq!(h.apply(announce("a4", 50_000)), Outcome::Pending);
+}
+
+#[test]
+fn execution_events_merge_by_checksum_one_per_identical_call() {
+    let mut h = Harness::new();
+    let args = json!({"x": 1});
+    let cs = checksum_of("T", Some(&args));
+    h.apply(ev("s").id("1").at(0).announce("T", args.clone()));
+    h.apply(ev("s").id("2").at(1).announce("T", args.clone()));
+    assert_eq!(h.apply(ev("s").at(10).exec_start(cs.clone())), Outcome::Merged);
+    assert_eq!(h.apply(ev("s").at(11).exec_start(cs.clone())), Outcome::Merged);
+    h.apply(ev("s").at(30).exec_end(cs.clone(), false, 20));
+    h.apply(ev("s").id("1").at(31).done(json!(1)));
+    let r = h.one();
+    assert_eq!(r.status.started_at, Some(t(10)));
+    assert_eq!(r.status.duration_ms, Some(20));
+    h.apply(ev("s").id("2").at(40).done(json!(2)));
+    let r = h.one();
+    assert_eq!(r.status.started_at, Some(t(11)), "the second start belongs to the second call");
+}
+
+#[test]
+fn approvals_and_hook_decisions_are_merged() {
+    let mut h = Harness::new();
+    h.apply(ev("s").id("c").at(0).announce("send", json!({})));
+    h.apply(ev("s").id("c").at(1).hook("steps/toolCallRequest", HookVerdict::Allow));
+    h.apply(ev("s").id("c").at(2).approval(ApprovalDecision::Requested, None));
+    h.apply(ev("s").id("c").at(3).approval(ApprovalDecision::Approved, Some("alice@example.com")));
+    h.apply(ev("s").id("c").at(9).done(json!({"ok": true})));
+    let r = h.one();
+    let approval = r.spec.approval.unwrap();
+    assert!(approval.required);
+    assert_eq!(approval.status, ApprovalDecision::Approved);
+    assert_eq!(approval.approved_by.as_deref(), Some("alice@example.com"));
+    assert_eq!(approval.requested_at, Some(t(2)));
+    assert_eq!(r.status.hook_decisions.len(), 1);
+    assert_eq!(r.status.hook_decisions[0].policy_version.as_deref(), Some("v3"));
+    assert_eq!(r.correlation.events_merged, 5);
+}
+
+#[test]
+fn facts_that_arrive_before_the_announce_are_kept() {
+    let mut h = Harness::new();
+    assert_eq!(h.apply(ev("s").id("c").at(1).hook("pre", HookVerdict::Allow)), Outcome::Pending);
+    h.apply(ev("s").id("c").at(0).announce("x", json!({})));
+    h.apply(ev("s").id("c").at(5).done(json!(0)));
+    assert_eq!(h.one().status.hook_decisions.len(), 1);
+}
+
+#[test]
+fn denied_calls_end_denied_with_or_without_a_result() {
+    let mut h = Harness::new();
+    h.apply(ev("s").id("a").at(0).announce("rm", json!({})));
+    h.apply(ev("s").id("a").at(1).hook("pre", HookVerdict::Deny));
+    h.apply(ev("s").id("a").at(2).error(json!("blocked by policy")));
+    assert_eq!(h.one().status.phase, Phase::Denied);
+
+    h.apply(ev("s").id("b").at(10).announce("rm", json!({})));
+    h.apply(ev("s").id("b").at(11).approval(ApprovalDecision::Denied, Some("bob")));
+    h.advance(11 + 999);
+    assert!(h.take().is_empty());
+    h.advance(11 + 1_000);
+    let r = h.one();
+    assert_eq!(r.status.phase, Phase::Denied);
+    assert!(r.status.reason.is_some());
+}
+
+#[test]
+fn turn_end_interrupts_pending_calls_of_the_turn_after_the_grace() {
+    let mut h = Harness::new();
+    h.apply(ev("s").turn("t1").id("a").at(0).announce("A", json!({})));
+    h.apply(ev("s").turn("t1").id("b").at(0).announce("B", json!({})));
+    h.apply(ev("s").turn("t2").id("c").at(0).announce("C", json!({})));
+    assert_eq!(h.apply(ev("s").turn("t1").at(100).turn_end()), Outcome::Applied);
+    // A result inside the grace still counts.
+    h.apply(ev("s").id("a").at(600).done(json!(0)));
+    assert_eq!(h.one().status.phase, Phase::Succeeded);
+    h.advance(1_100);
+    let r = h.one();
+    assert_eq!(r.status.phase, Phase::Interrupted);
+    assert_eq!(r.spec.tool_ref.unwrap().name, "B");
+    assert_eq!(h.c.pending_calls(), 1, "the other turn's call is untouched");
+}
+
+#[test]
+fn turn_aborted_interrupts_too_and_cancelled_results_are_interrupted() {
+    let mut h = Harness::new();
+    h.apply(ev("s").turn("t").id("a").at(0).announce("A", json!({})));
+    h.apply(ev("s").turn("t").at(5).turn_aborted());
+    h.advance(1_005);
+    let r = h.one();
+    assert_eq!(r.status.phase, Phase::Interrupted);
+    assert_eq!(r.status.reason.as_deref(), Some("turn aborted"));
+
+    h.apply(ev("s").id("b").at(2_000).announce("B", json!({})));
+    h.apply(ev("s").id("b").at(2_001).completion(Completion { cancelled: true, ..Default::default() }));
+    assert_eq!(h.one().status.phase, Phase::Interrupted);
+}
+
+#[test]
+fn calls_time_out_by_stream_time_and_by_punctuation() {
+    let mut h = Harness::new();
+    h.apply(ev("s").id("a").at(0).announce("A", json!({})));
+    // Another session's traffic moves the partition's stream time.
+    h.apply(ev("other").id("z").at(60_000).announce("Z", json!({})));
+    let r = h.one();
+    assert_eq!((r.status.phase, r.spec.tool_ref.unwrap().name.as_str()), (Phase::TimedOut, "A"));
+    // An idle partition: only the punctuation moves time.
+    h.advance(119_999);
+    assert!(h.take().is_empty());
+    h.advance(120_000);
+    assert_eq!(h.one().status.phase, Phase::TimedOut);
+    assert_eq!(h.c.stream_time(), Some(t(120_000)));
+    // Punctuation never moves time backwards.
+    h.advance(5);
+    assert_eq!(h.c.stream_time(), Some(t(120_000)));
+}
+
+#[test]
+fn state_cap_evicts_the_oldest_as_records() {
+    let mut h = Harness::with(toolcalls_core::Config { max_pending: 2, ..config() });
+    h.apply(ev("s").id("1").at(0).announce("A", json!({})));
+    h.apply(ev("s").id("2").at(1).announce("A", json!({})));
+    assert!(h.take().is_empty());
+    h.apply(ev("s").id("3").at(2).announce("A", json!({})));
+    let r = h.one();
+    assert_eq!(r.status.phase, Phase::Evicted);
+    assert_eq!(r.stream_id.unwrap().as_str(), "1");
+    assert_eq!(h.c.pending_len(), 2);
+    // Its result, when it comes, is not a new call.
+    assert_eq!(h.apply(ev("s").id("1").at(3).done(json!(0))), Outcome::Late);
+}
+
+#[test]
+fn changelog_restore_continues_where_it_stopped() {
+    let mut h = Harness::new();
+    h.apply(ev("s").id("a").at(0).announce("A", json!({"k": [1, 2.5, "x"]})));
+    h.apply(ev("s").at(1).announce("B", json!({})));
+    h.apply(ev("s").id("z").at(2).done(json!("early")));
+    h.apply(ev("s").id("c").at(3).announce("C", json!({})));
+    h.apply(ev("s").id("c").at(4).done(json!(0)));
+    h.take();
+    let ops = h.c.take_changelog();
+    assert!(ops.iter().any(|op| op.key == "meta"));
+    assert!(ops.iter().all(|op| op.pos <= Position::new(0, 4)));
+    let latest: Vec<(String, Vec<u8>)> = ops.into_iter().filter_map(|op| Some((op.key, op.value?))).collect();
+    let mut restored = Correlator::restore(config(), latest).unwrap();
+    assert_eq!(restored.pending_len(), h.c.pending_len());
+    assert_eq!(restored.stream_time(), h.c.stream_time());
+    assert_eq!(restored.pending_views().collect::<Vec<_>>(), h.c.pending_views().collect::<Vec<_>>());
+    // Both continue identically: a late repeat of c, a result for a, the end of time.
+    let mut out = toolcalls_core::Effects::default();
+    for (i, e) in [
+        ev("s").id("c").at(5).done(json!(0)),
+        ev("s").id("a").at(6).done(json!("A!")),
+        ev("s").at(7).done_tool("B", json!("b")),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let pos = Position::new(1, i as i64);
+        assert_eq!(restored.apply(e.clone(), pos, &mut out), h.c.apply(e, pos, &mut h.out));
+    }
+    restored.advance(t(1_000_000), &mut out);
+    h.advance(1_000_000);
+    assert_eq!(out.records, h.take());
+}
+
+#[test]
+fn restore_rejects_foreign_changelogs_with_a_clear_error() {
+    let e = Correlator::restore(config(), [("7", b"{\"nope\":1}".to_vec())]).unwrap_err().to_string();
+    assert!(e.contains("changelog entry `7`"), "{e}");
+    assert!(Correlator::restore(config(), [("k/x", b"{}".to_vec())]).is_err());
+}
+
+#[test]
+fn query_views_show_pending_and_running_calls() {
+    let mut h = Harness::new();
+    let args = json!({"a": 1});
+    h.apply(ev("s").id("a").at(0).announce("A", args.clone()));
+    h.apply(ev("s").at(1).exec_start(checksum_of("A", Some(&args))));
+    h.apply(ev("s").id("b").at(2).announce("B", json!({})));
+    h.apply(ev("t").id("c").at(2).announce("C", json!({})));
+    let views = h.c.pending_in_session(&"s".into());
+    assert_eq!(views.iter().map(|r| r.status.phase).collect::<Vec<_>>(), vec![Phase::Running, Phase::Pending]);
+    let id = RecordId::derive(&"test".into(), &"s".into(), None, "b");
+    assert_eq!(h.c.get(&id).unwrap().spec.tool_ref.unwrap().name, "B");
+    assert!(h.c.pending_bytes() > 0);
+    assert_eq!(h.c.oldest_pending(), Some(t(0)));
+}
