@@ -1,0 +1,324 @@
+//! Property tests of the core against a simple model (ARCHITECTURE.md §4 invariants):
+//!
+//! (a) every announce ends in exactly one terminal record and every unmatched completion in one
+//!     Orphaned record;
+//! (b) every input event is accounted for — merged into a record, or refused/late with a reason;
+//! (c) with ids present, any interleaving of announces and completions gives the same records;
+//! (d) restoring from the changelog at any point and continuing gives the same records as never
+//!     stopping.
+//!
+//! Each property runs at least 1,000 cases (more with `PROPTEST_CASES`).
+
+mod common;
+
+use common::*;
+use proptest::prelude::{any, prop, prop_assert, prop_assert_eq, proptest, ProptestConfig};
+use proptest::strategy::Strategy as Gen;
+use serde_json::json;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use toolcalls_core::{replay, Config, Correlator, Effects, FinishMode, Outcome, Position};
+use toolcalls_model::{Announce, Completion, Event, Phase, RecordId, SideEffectLevel, SideEffects, Strategy, Timestamp, ToolCallRecord};
+
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(0).max(1_000)
+}
+
+/// One generated call of a session.
+#[derive(Debug, Clone)]
+struct CallSpec {
+    session: u8,
+    turn: u8,
+    tool: u8,
+    args: u8,
+    with_id: bool,
+    announce: bool,
+    completes: bool,
+    is_error: bool,
+    /// What the completion carries besides its id: 0 tool+args, 1 tool, 2 nothing.
+    hints: u8,
+    delay: u16,
+    dup_announce: bool,
+    dup_completion: bool,
+    idem: Option<u8>,
+}
+
+fn call_spec(ids: bool) -> impl Gen<Value = CallSpec> {
+    (
+        (0u8..2, 0u8..2, 0u8..3, 0u8..3, prop::bool::weighted(if ids { 1.0 } else { 0.6 })),
+        (prop::bool::weighted(0.95), prop::bool::weighted(0.9), prop::bool::weighted(0.1), 0u8..3, 0u16..400),
+        (prop::bool::weighted(0.1), prop::bool::weighted(0.1), prop::option::weighted(0.1, 0u8..2)),
+    )
+        .prop_map(
+            |((session, turn, tool, args, with_id), (announce, completes, is_error, hints, delay), (dup_announce, dup_completion, idem))| CallSpec {
+                session,
+                turn,
+                tool,
+                args,
+                with_id,
+                announce,
+                completes,
+                is_error,
+                hints,
+                delay,
+                dup_announce,
+                dup_completion,
+                idem,
+            },
+        )
+}
+
+const TOOLS: [&str; 3] = ["Read", "Bash", "Edit"];
+
+fn args_of(n: u8) -> serde_json::Value {
+    match n {
+        0 => json!({"path": "/a"}),
+        1 => json!({"cmd": "ls -la", "n": 1.5}),
+        _ => json!("{\"b\":[1,2],\"a\":\"ü\"}"),
+    }
+}
+
+/// Announce and completion events of the calls, each stream in event-time order.
+fn streams(calls: &[CallSpec], turn_ends: bool) -> (Vec<Event>, Vec<Event>) {
+    let mut announces = Vec::new();
+    let mut completions = Vec::new();
+    for (i, c) in calls.iter().enumerate() {
+        let at = i as i64 * 10;
+        let mut base = ev(&format!("s{}", c.session)).turn(&format!("t{}", c.turn));
+        if c.with_id {
+            base = base.id(&format!("id{i}"));
+        }
+        if c.announce {
+            let a = Announce {
+                tool: TOOLS[c.tool as usize].into(),
+                args: Some(args_of(c.args)),
+                side_effects: c.idem.map(|k| SideEffects {
+                    level: Some(SideEffectLevel::Write),
+                    idempotent: Some(false),
+                    idempotency_key: Some(format!("key{k}")),
+                }),
+                ..Default::default()
+            };
+            announces.push(base.clone().at(at).announce_with(a.clone()));
+            if c.dup_announce {
+                announces.push(base.clone().at(at + 1).announce_with(a));
+            }
+        }
+        if c.completes {
+            let tool = TOOLS[c.tool as usize].to_owned();
+            let comp = Completion {
+                tool: (c.hints < 2).then(|| tool.clone()),
+                args: (c.hints == 0).then(|| args_of(c.args)),
+                result: Some(json!({"i": i})),
+                is_error: c.is_error,
+                ..Default::default()
+            };
+            let done_at = at + i64::from(c.delay);
+            completions.push(base.clone().at(done_at).completion(comp.clone()));
+            if c.dup_completion {
+                completions.push(base.clone().at(done_at + 1).completion(comp));
+            }
+        }
+    }
+    completions.sort_by_key(|e| e.time);
+    if turn_ends {
+        // A turn_end for s0/t0 in the middle of the announce stream.
+        let mid = announces.len() / 2;
+        announces.insert(mid, ev("s0").turn("t0").at(mid as i64 * 10).turn_end());
+    }
+    (announces, completions)
+}
+
+/// Merges the two topic streams by a sequence of coin flips, as a consumer reading both would.
+fn interleave(a: Vec<Event>, b: Vec<Event>, flips: &[bool]) -> Vec<Event> {
+    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
+    let mut out = Vec::new();
+    let mut i = 0;
+    loop {
+        let take_a = match (a.peek(), b.peek()) {
+            (None, None) => break,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            _ => flips.get(i).copied().unwrap_or(true),
+        };
+        i += 1;
+        out.push(if take_a { a.next().unwrap() } else { b.next().unwrap() });
+    }
+    out
+}
+
+/// Short deadlines, so timeouts, orphans and turn ends fire in the middle of the stream.
+fn tight() -> Config {
+    Config {
+        call_timeout_ms: 300,
+        turn_grace_ms: 50,
+        orphan_grace_ms: 150,
+        idempotency_window_ms: 100,
+        dedupe_window_ms: 1_000_000,
+        max_pending: 12,
+        max_remembered: 1_000,
+    }
+}
+
+/// Deadlines longer than any generated stream: nothing fires before the end.
+fn loose() -> Config {
+    Config { call_timeout_ms: 1_000_000, orphan_grace_ms: 1_000_000, max_pending: 10_000, ..tight() }
+}
+
+/// The latest revision of every record, by id.
+fn latest(records: &[ToolCallRecord]) -> BTreeMap<RecordId, &ToolCallRecord> {
+    let mut m = BTreeMap::new();
+    for r in records {
+        let e = m.entry(r.id()).or_insert(r);
+        if r.metadata.revision >= e.metadata.revision {
+            *e = r;
+        }
+    }
+    m
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// (a) One terminal record per announced call, one Orphaned record per unmatched completion.
+    #[test]
+    fn a_every_call_ends_in_exactly_one_terminal_record(
+        calls in prop::collection::vec(call_spec(false), 0..25),
+        flips in prop::collection::vec(any::<bool>(), 0..80),
+        ids in any::<bool>(),
+    ) {
+        // No duplicates or idempotency keys here, so each generated call is one call; a source
+        // either has ids or has none (mixed sources are covered by (b) and (d)).
+        let calls: Vec<CallSpec> = calls
+            .into_iter()
+            .map(|c| CallSpec { dup_announce: false, dup_completion: false, idem: None, with_id: ids, ..c })
+            .collect();
+        let (a, b) = streams(&calls, false);
+        let run = replay(&loose(), interleave(a, b, &flips), FinishMode::Deadlines);
+
+        let mut seen = HashSet::new();
+        for r in &run.records {
+            prop_assert!(r.status.phase.is_terminal());
+            prop_assert!(seen.insert(r.id()), "record {} published twice", r.id());
+        }
+        let announced = calls.iter().filter(|c| c.announce).count();
+        let completions = calls.iter().filter(|c| c.completes).count();
+        let terminal = run.records.iter().filter(|r| r.status.phase != Phase::Orphaned).count();
+        let orphans = run.records.iter().filter(|r| r.status.phase == Phase::Orphaned).count();
+        let linked = run.records.iter().filter(|r| r.correlation.strategy != Strategy::Unmatched).count();
+        prop_assert_eq!(terminal, announced, "one terminal record per announce");
+        prop_assert_eq!(orphans + linked, completions, "every completion is linked or orphaned, once");
+        // With ids, the id decides: calls with an id end with their own result.
+        for (i, c) in calls.iter().enumerate() {
+            if c.with_id && c.announce && c.completes {
+                let id = RecordId::derive(&"test".into(), &format!("s{}", c.session).into(), None, &format!("id{i}"));
+                let r = run.records.iter().find(|r| r.id() == id).expect("record of an id'd call");
+                prop_assert_eq!(r.status.output.clone(), Some(json!({"i": i})));
+                prop_assert_eq!(r.correlation.strategy, Strategy::CallId);
+            }
+        }
+    }
+
+    /// (b) Every input event is accounted for: merged into a record, or late / refused.
+    #[test]
+    fn b_every_event_is_accounted_for(
+        calls in prop::collection::vec(call_spec(false), 0..25),
+        flips in prop::collection::vec(any::<bool>(), 0..80),
+        tight_deadlines in any::<bool>(),
+    ) {
+        let (a, b) = streams(&calls, true);
+        let events = interleave(a, b, &flips);
+        let n = events.len();
+        let config = if tight_deadlines { tight() } else { loose() };
+        let run = replay(&config, events, FinishMode::Deadlines);
+        prop_assert_eq!(run.outcomes.len(), n);
+        let records = latest(&run.records);
+        let merged: u64 = records.values().map(|r| u64::from(r.correlation.events_merged)).sum();
+        let count = |f: fn(&Outcome) -> bool| run.outcomes.iter().filter(|o| f(o)).count() as u64;
+        let outside = count(|o| matches!(o, Outcome::Late | Outcome::Rejected(_) | Outcome::Applied));
+        prop_assert_eq!(merged + outside, n as u64, "outcomes: {:?}", run.outcomes);
+        let dups: u64 = records.values().map(|r| u64::from(r.correlation.duplicates)).sum();
+        prop_assert_eq!(dups, count(|o| matches!(o, Outcome::Duplicate)));
+        let retries: u64 = records.values().map(|r| u64::from(r.correlation.attempts - 1)).sum();
+        prop_assert_eq!(retries, count(|o| matches!(o, Outcome::Collapsed)));
+    }
+
+    /// (c) With ids on every event, the arrival order does not change the records.
+    #[test]
+    fn c_with_ids_any_interleaving_gives_the_same_records(
+        calls in prop::collection::vec(call_spec(true), 1..20),
+        order in any::<u64>(),
+    ) {
+        let calls: Vec<CallSpec> = calls.into_iter().map(|c| CallSpec { dup_announce: false, dup_completion: false, idem: None, ..c }).collect();
+        let (a, b) = streams(&calls, false);
+        let in_order = interleave(a.clone(), b.clone(), &[]);
+        let mut shuffled = in_order.clone();
+        // A deterministic shuffle from the generated seed.
+        let mut seed = order | 1;
+        for i in (1..shuffled.len()).rev() {
+            seed ^= seed << 13; seed ^= seed >> 7; seed ^= seed << 17;
+            shuffled.swap(i, (seed % (i as u64 + 1)) as usize);
+        }
+        let sorted = |events: Vec<Event>| {
+            let mut r = replay(&loose(), events, FinishMode::Deadlines).records;
+            r.sort_by_key(|r| r.id());
+            r
+        };
+        prop_assert_eq!(sorted(in_order), sorted(shuffled));
+    }
+
+    /// (d) Restore from the changelog at any point, continue, and get what never stopping gives.
+    #[test]
+    fn d_restore_then_continue_equals_never_stopping(
+        calls in prop::collection::vec(call_spec(false), 0..25),
+        flips in prop::collection::vec(any::<bool>(), 0..80),
+        split in any::<prop::sample::Index>(),
+        batch in 1usize..6,
+        tight_deadlines in any::<bool>(),
+    ) {
+        let (a, b) = streams(&calls, true);
+        let events = interleave(a, b, &flips);
+        let config = if tight_deadlines { tight() } else { loose() };
+        let split = if events.is_empty() { 0 } else { split.index(events.len() + 1) };
+        let pos = |i: usize| Position::new((i % 2) as u16, i as i64);
+
+        let mut never = Correlator::new(config.clone());
+        let mut never_out = Effects::default();
+        let mut never_outcomes = Vec::new();
+        for (i, e) in events.iter().cloned().enumerate() {
+            never_outcomes.push(never.apply(e, pos(i), &mut never_out));
+            if i % 7 == 3 { never.advance(e_time(&events, i), &mut never_out); }
+        }
+        never.advance(Timestamp::from_millis(i64::MAX), &mut never_out);
+
+        // The same run, writing its changelog in batches into a compacted "topic", stopped at `split`.
+        let mut first = Correlator::new(config.clone());
+        let mut out = Effects::default();
+        let mut outcomes = Vec::new();
+        let mut topic: HashMap<String, Vec<u8>> = HashMap::new();
+        let flush = |c: &mut Correlator, topic: &mut HashMap<String, Vec<u8>>| {
+            for op in c.take_changelog() {
+                match op.value { Some(v) => { topic.insert(op.key, v); } None => { topic.remove(&op.key); } }
+            }
+        };
+        for (i, e) in events.iter().take(split).cloned().enumerate() {
+            outcomes.push(first.apply(e, pos(i), &mut out));
+            if i % 7 == 3 { first.advance(e_time(&events, i), &mut out); }
+            if i % batch == 0 { flush(&mut first, &mut topic); }
+        }
+        flush(&mut first, &mut topic);
+        drop(first);
+        let mut second = Correlator::restore(config, topic).expect("restore");
+        for (i, e) in events.iter().cloned().enumerate().skip(split) {
+            outcomes.push(second.apply(e, pos(i), &mut out));
+            if i % 7 == 3 { second.advance(e_time(&events, i), &mut out); }
+        }
+        second.advance(Timestamp::from_millis(i64::MAX), &mut out);
+        prop_assert_eq!(outcomes, never_outcomes);
+        prop_assert_eq!(out.records, never_out.records);
+    }
+}
+
+/// A punctuation time a little after event `i` (an idle partition's wall clock).
+fn e_time(events: &[Event], i: usize) -> Timestamp {
+    events[i].time.plus_millis(120)
+}
