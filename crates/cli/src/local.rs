@@ -1,9 +1,270 @@
-//! `toolcalls local`: the embedded mode.
+//! `toolcalls local`: the embedded mode — files in, records out, no broker.
+//!
+//! Reads v1 events as JSON lines (or a native format through the adapters), runs one correlator
+//! over them in input order, writes ToolCall records as JSON lines and a summary on stderr. A bad
+//! line is reported with its file, line number and reason and processing goes on (`--strict`
+//! stops instead). At the end of the input, calls still pending are closed as `--at-end` says.
+
+use crate::settings::{self, ConfigArg, CoreArgs, FileConfig};
+use anyhow::{bail, Context};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, BufWriter, IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
+use toolcalls_adapters::Format;
+use toolcalls_core::{Correlator, Effects, Outcome, Position};
+use toolcalls_model::{Event, Phase, Strategy, Timestamp, ToolCallRecord};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Input files (JSON lines); none or `-` reads standard input
+    #[arg(value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// Read a native format through its adapter instead of v1 events (see docs/ADAPTERS.md);
+    /// `auto` detects it per file when that is unambiguous
+    #[arg(long, short = 'f', env = "TOOLCALLS_FORMAT", value_name = "FORMAT")]
+    format: Option<String>,
+    /// With --format: remove native call ids, to see how the fallbacks pair calls without them
+    #[arg(long, env = "TOOLCALLS_DROP_IDS")]
+    drop_ids: bool,
+    /// Write records here instead of standard output
+    #[arg(long, short = 'o', env = "TOOLCALLS_OUT", value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Stop at the first bad line (exit code 1) instead of reporting it and going on
+    #[arg(long, env = "TOOLCALLS_STRICT")]
+    strict: bool,
+    /// How calls still pending at the end of the input are closed: `deadlines` (let every
+    /// timeout and grace run out: TimedOut / Interrupted / Denied, waiting results Orphaned),
+    /// `interrupt` (all Interrupted), `keep` (publish nothing for them, list them in the summary)
+    /// [default: deadlines]
+    #[arg(long, env = "TOOLCALLS_AT_END", value_name = "MODE")]
+    at_end: Option<AtEnd>,
+    /// Print no summary on stderr
+    #[arg(long, short = 'q', env = "TOOLCALLS_QUIET")]
+    quiet: bool,
+    #[command(flatten)]
+    core: CoreArgs,
+    #[command(flatten)]
+    config: ConfigArg,
+}
 
-pub fn main(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not built yet")
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AtEnd {
+    Deadlines,
+    Interrupt,
+    Keep,
+}
+
+/// The `[local]` table of the config file.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LocalFile {
+    pub at_end: Option<AtEnd>,
+    pub strict: Option<bool>,
+}
+
+#[derive(Default)]
+struct Summary {
+    events: u64,
+    bad_lines: u64,
+    outcomes: BTreeMap<&'static str, u64>,
+    rejected: BTreeMap<&'static str, u64>,
+    phases: BTreeMap<Phase, u64>,
+    strategies: BTreeMap<Strategy, u64>,
+    duplicates: u64,
+    still_pending: u64,
+}
+
+pub fn main(args: Args) -> anyhow::Result<ExitCode> {
+    let file: FileConfig = settings::read_file(args.config.config.as_deref())?;
+    let local = file.local.unwrap_or_default();
+    let config = args.core.resolve(&file.core.unwrap_or_default())?;
+    let at_end = args.at_end.or(local.at_end).unwrap_or(AtEnd::Deadlines);
+    let strict = args.strict || local.strict.unwrap_or(false);
+    let format = match args.format.as_deref() {
+        None | Some("v1") => None,
+        Some("auto") => Some(None),
+        Some(name) => Some(Some(name.parse::<Format>()?)),
+    };
+    if args.drop_ids && format.is_none() {
+        bail!("--drop-ids needs --format: v1 events are used as they are");
+    }
+
+    let mut sink: Box<dyn Write> = match &args.out {
+        Some(path) => Box::new(BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("cannot create {}; check the --out path", path.display()))?,
+        )),
+        None => Box::new(BufWriter::new(std::io::stdout().lock())),
+    };
+    let inputs: Vec<Option<&Path>> = if args.files.is_empty() {
+        vec![None]
+    } else {
+        args.files.iter().map(|p| (p.as_os_str() != "-").then_some(p.as_path())).collect()
+    };
+
+    let mut correlator = Correlator::without_changelog(config);
+    let mut effects = Effects::default();
+    let mut summary = Summary::default();
+    let mut progress = Progress::new(!args.quiet && std::io::stderr().is_terminal());
+
+    for (index, input) in inputs.iter().enumerate() {
+        let name = input.map_or_else(|| "<stdin>".to_owned(), |p| p.display().to_string());
+        let topic = u16::try_from(index).context("at most 65536 input files")?;
+        let mut emit = |line: usize, event: Event, summary: &mut Summary| -> anyhow::Result<()> {
+            summary.events += 1;
+            let outcome = correlator.apply(event, Position::new(topic, line as i64), &mut effects);
+            *summary.outcomes.entry(outcome.label()).or_default() += 1;
+            if let Outcome::Rejected(reason) = outcome {
+                *summary.rejected.entry(reason).or_default() += 1;
+                eprintln!("{name}:{line}: event refused by the correlator: {reason}");
+                if strict {
+                    bail!("{name}:{line}: event refused ({reason}); stopping because of --strict");
+                }
+            }
+            write_records(&mut sink, &mut effects, summary)?;
+            progress.tick(summary.events);
+            Ok(())
+        };
+        match format {
+            None => {
+                let reader: Box<dyn Read> = match input {
+                    Some(p) => Box::new(std::fs::File::open(p).with_context(|| format!("cannot open {}", p.display()))?),
+                    None => Box::new(std::io::stdin().lock()),
+                };
+                let mut reader = BufReader::with_capacity(1 << 16, reader);
+                let mut buf = Vec::new();
+                let mut line = 0usize;
+                loop {
+                    buf.clear();
+                    if reader.read_until(b'\n', &mut buf).with_context(|| format!("cannot read {name}"))? == 0 {
+                        break;
+                    }
+                    line += 1;
+                    if buf.iter().all(u8::is_ascii_whitespace) {
+                        continue; // blank lines separate nothing in JSON lines
+                    }
+                    match Event::decode(&buf) {
+                        Ok(event) => emit(line, event, &mut summary)?,
+                        Err(e) => {
+                            summary.bad_lines += 1;
+                            eprintln!("{name}:{line}: {e} [{}]", e.reason());
+                            if strict {
+                                bail!("{name}:{line}: bad input; stopping because of --strict");
+                            }
+                        }
+                    }
+                }
+            }
+            Some(format) => {
+                let mut bytes = Vec::new();
+                match input {
+                    Some(p) => bytes = std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?,
+                    None => {
+                        std::io::stdin().lock().read_to_end(&mut bytes).context("cannot read standard input")?;
+                    }
+                }
+                let format = match format {
+                    Some(f) => f,
+                    None => Format::detect(&name, &bytes[..bytes.len().min(1 << 16)]).with_context(|| {
+                        format!("cannot tell the format of {name}; name it with --format (see docs/ADAPTERS.md)")
+                    })?,
+                };
+                let opts = toolcalls_adapters::Options { drop_ids: args.drop_ids, ..Default::default() };
+                let parsed = toolcalls_adapters::parse(format, &name, &bytes, &opts);
+                for e in &parsed.errors {
+                    summary.bad_lines += 1;
+                    eprintln!("{e}");
+                    if strict {
+                        bail!("{e}; stopping because of --strict");
+                    }
+                }
+                for (i, event) in parsed.events.into_iter().enumerate() {
+                    emit(i, event, &mut summary)?;
+                }
+            }
+        }
+    }
+
+    match at_end {
+        AtEnd::Deadlines => correlator.advance(Timestamp::from_millis(i64::MAX), &mut effects),
+        AtEnd::Interrupt => correlator.close_all(Phase::Interrupted, "input ended", &mut effects),
+        AtEnd::Keep => summary.still_pending = correlator.pending_len() as u64,
+    }
+    write_records(&mut sink, &mut effects, &mut summary)?;
+    sink.flush().context("cannot write the records")?;
+    progress.done();
+    if !args.quiet {
+        print_summary(&summary, at_end == AtEnd::Keep, correlator.pending_views());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_records(sink: &mut dyn Write, effects: &mut Effects, summary: &mut Summary) -> anyhow::Result<()> {
+    for record in effects.records.drain(..) {
+        *summary.phases.entry(record.status.phase).or_default() += 1;
+        *summary.strategies.entry(record.correlation.strategy).or_default() += 1;
+        summary.duplicates += u64::from(record.correlation.duplicates);
+        serde_json::to_writer(&mut *sink, &record).context("cannot write a record")?;
+        sink.write_all(b"\n").context("cannot write a record")?;
+    }
+    Ok(())
+}
+
+fn print_summary(s: &Summary, keep: bool, pending: impl Iterator<Item = ToolCallRecord>) {
+    let records: u64 = s.phases.values().sum();
+    eprintln!("toolcalls local: {} events, {} bad lines, {} records", s.events, s.bad_lines, records);
+    let join = |items: Vec<String>| if items.is_empty() { "-".to_owned() } else { items.join(", ") };
+    eprintln!("  by phase:    {}", join(s.phases.iter().map(|(k, v)| format!("{k} {v}")).collect()));
+    eprintln!("  by strategy: {}", join(s.strategies.iter().map(|(k, v)| format!("{k} {v}")).collect()));
+    eprintln!("  events:      {}", join(s.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect()));
+    if s.duplicates > 0 {
+        eprintln!("  duplicates merged: {}", s.duplicates);
+    }
+    if !s.rejected.is_empty() {
+        eprintln!("  refused:     {}", join(s.rejected.iter().map(|(k, v)| format!("{k} {v}")).collect()));
+    }
+    if keep {
+        eprintln!("  still pending (--at-end keep): {}", s.still_pending);
+        for r in pending.take(20) {
+            let tool = r.spec.tool_ref.as_ref().map_or("?", |t| t.name.as_str());
+            eprintln!("    {} {} {} session={}", r.status.phase, tool, r.metadata.name, r.metadata.session);
+        }
+    }
+}
+
+/// A progress line on a terminal for long inputs, at most twice a second.
+struct Progress {
+    on: bool,
+    started: Instant,
+    last: Instant,
+    shown: bool,
+}
+
+impl Progress {
+    fn new(on: bool) -> Self {
+        let now = Instant::now();
+        Progress { on, started: now, last: now, shown: false }
+    }
+
+    fn tick(&mut self, events: u64) {
+        if !self.on || events % 4096 != 0 {
+            return;
+        }
+        let now = Instant::now();
+        if now.duration_since(self.last) < Duration::from_millis(500) {
+            return;
+        }
+        self.last = now;
+        self.shown = true;
+        let secs = now.duration_since(self.started).as_secs_f64().max(1e-9);
+        eprint!("\r{events} events, {:.0} events/s", events as f64 / secs);
+    }
+
+    fn done(&self) {
+        if self.shown {
+            eprintln!();
+        }
+    }
 }
