@@ -1,0 +1,478 @@
+//! Canonical JSON text, byte-for-byte what @nhtio/adk's `canonicalStringify` produces.
+//!
+//! The ADK derives the tool-call checksum from `canonicalStringify({ tool, args })` (see
+//! `NHTIO/ADK`, `src/lib/utils/canonical_json.ts`). Its rules, all inherited from JavaScript:
+//!
+//! - Scalars are printed by `JSON.stringify`: `null`, `true`, `false`, numbers as
+//!   `Number.prototype.toString` prints them, strings with `JSON.stringify` escaping.
+//! - Arrays keep their order, elements joined by `,`, no whitespace.
+//! - Object keys are sorted by `Array.prototype.sort()`'s default comparator, which compares
+//!   **UTF-16 code units**, then printed as `"key":value` joined by `,`.
+//!
+//! Where JavaScript and Rust differ, this module follows JavaScript:
+//!
+//! - **Numbers.** A JS number is an IEEE-754 double. `JSON.parse` rounds integers beyond 2^53 to
+//!   the nearest double, so `9007199254740993` hashes as `9007199254740992` and
+//!   `12345678901234567890` as `12345678901234567000`. Doubles print in the shortest form that
+//!   round-trips, with JS's switch to exponent form (`1e+21`, `1e-7`) — see [`write_js_number`].
+//!   `-0` prints as `0`, `1.0` as `1`.
+//! - **Key order.** `serde_json::Map` is a `BTreeMap` ordered by UTF-8 bytes (code points). That is
+//!   the UTF-16 order too, except when a key holds an astral character (U+10000 and above, a
+//!   surrogate pair in UTF-16) and is compared with one holding U+E000..=U+FFFF: UTF-16 puts the
+//!   astral one first (`"\u{1F600}" < "\u{FB01}"`), UTF-8 puts it last. Objects whose keys are all
+//!   free of astral characters (nearly all of them) are written straight from the map in one pass;
+//!   the rest are sorted with [`cmp_utf16`].
+//! - **Strings.** `"` and `\` are escaped, control characters become `\b \f \n \r \t` or
+//!   `\u00xx` (lowercase hex). Nothing else is escaped: not `/`, not DEL, not U+2028/U+2029, not
+//!   non-ASCII. (Lone surrogates, which modern `JSON.stringify` escapes, cannot occur in a Rust
+//!   string.)
+//!
+//! Inputs that JavaScript's `JSON.parse` accepts but `serde_json` rejects (a number literal that
+//! overflows to `Infinity`, `\ud800` lone-surrogate escapes, nesting deeper than 128) never reach
+//! this module; they fail earlier, when the event is decoded.
+
+use std::cmp::Ordering;
+use std::sync::OnceLock;
+
+use serde_json::{Map, Number, Value};
+
+/// Returns the canonical JSON text of `value` (see the [module docs](self)).
+///
+/// Allocates a fresh string; hot paths should reuse a buffer with [`write_canonical`].
+#[must_use]
+pub fn canonical_string(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+/// Appends the canonical JSON text of `value` to `out` (see the [module docs](self)).
+///
+/// Allocates nothing beyond growing `out`, except for objects with astral-plane keys, which need
+/// a small vector of key references to sort. Recursion follows the nesting of `value`; values
+/// parsed by `serde_json` are at most 128 levels deep.
+pub fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(true) => out.push_str("true"),
+        Value::Bool(false) => out.push_str("false"),
+        Value::Number(n) => write_js_number(n, out),
+        Value::String(s) => write_js_string(s, out),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => write_object(map, out),
+    }
+}
+
+/// Appends `n` as JavaScript prints the number `JSON.parse` would make of the same literal.
+///
+/// JavaScript has only doubles, so the value is first taken to the nearest `f64` (exact for
+/// integers up to 2^53 in magnitude, rounded beyond), then printed like
+/// `Number.prototype.toString`: the shortest digits that round-trip, plain notation for
+/// magnitudes in `[1e-7, 1e21)`, exponent notation with an explicit sign otherwise (`1e+21`,
+/// `1.5e-7`), and `0` for negative zero.
+///
+/// Non-finite values cannot be held by a `serde_json::Number`; should one appear anyway it prints
+/// as `null`, as `JSON.stringify(Infinity)` does.
+pub fn write_js_number(n: &Number, out: &mut String) {
+    /// Integers up to this magnitude are exact doubles and print as their decimal digits.
+    const MAX_EXACT: u64 = 1 << 53;
+
+    if let Some(u) = n.as_u64() {
+        if u <= MAX_EXACT {
+            write_u64(u, out);
+        } else {
+            // `as` rounds to nearest, ties to even: the same double `JSON.parse` picks.
+            write_f64(u as f64, out);
+        }
+    } else if let Some(i) = n.as_i64() {
+        // Negative here: non-negative integers were handled as u64 above.
+        if i.unsigned_abs() <= MAX_EXACT {
+            out.push('-');
+            write_u64(i.unsigned_abs(), out);
+        } else {
+            write_f64(i as f64, out);
+        }
+    } else {
+        write_f64(n.as_f64().unwrap_or(f64::NAN), out);
+    }
+}
+
+/// Appends `s` as a JSON string literal with `JSON.stringify` escaping (see the
+/// [module docs](self)).
+pub fn write_js_string(s: &str, out: &mut String) {
+    let bytes = s.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push('"');
+    // Runs of bytes that need no escaping (usually the whole string) are copied in one go.
+    let mut run_start = 0;
+    let mut next = find_escape(bytes, 0);
+    while let Some(i) = next {
+        // `i` is an ASCII byte, hence a char boundary.
+        out.push_str(&s[run_start..i]);
+        write_escape(bytes[i], out);
+        run_start = i + 1;
+        next = find_escape(bytes, run_start);
+    }
+    out.push_str(&s[run_start..]);
+    out.push('"');
+}
+
+/// Index of the first byte at or after `from` that needs escaping.
+fn find_escape(bytes: &[u8], from: usize) -> Option<usize> {
+    let mut i = from;
+    // Eight bytes at a time while none needs escaping; the word tests are exact, so a flagged
+    // word holds the byte the scan below finds.
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        if word_needs_escape(u64::from_le_bytes(
+            chunk.try_into().expect("slice of eight bytes"),
+        )) {
+            break;
+        }
+        i += 8;
+    }
+    bytes[i..]
+        .iter()
+        .position(|&b| byte_needs_escape(b))
+        .map(|offset| i + offset)
+}
+
+/// Whether `JSON.stringify` escapes this byte: `"`, `\` and the C0 controls. Bytes of multi-byte
+/// UTF-8 sequences are all >= 0x80 and never escaped.
+fn byte_needs_escape(b: u8) -> bool {
+    b < 0x20 || b == b'"' || b == b'\\'
+}
+
+/// Whether any of the eight bytes packed in `word` needs escaping, with the classic exact
+/// "has a zero byte" / "has a byte less than n" bit tricks.
+fn word_needs_escape(word: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |w: u64| w.wrapping_sub(ONES) & !w & HIGHS;
+    let below_space = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
+    let quote = has_zero(word ^ (ONES * u64::from(b'"')));
+    let backslash = has_zero(word ^ (ONES * u64::from(b'\\')));
+    (below_space | quote | backslash) != 0
+}
+
+/// Appends the `JSON.stringify` escape of a byte for which [`byte_needs_escape`] holds.
+fn write_escape(b: u8, out: &mut String) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let short = match b {
+        b'"' => "\\\"",
+        b'\\' => "\\\\",
+        b'\n' => "\\n",
+        b'\r' => "\\r",
+        b'\t' => "\\t",
+        0x08 => "\\b",
+        0x0c => "\\f",
+        _ => "",
+    };
+    if short.is_empty() {
+        out.push_str("\\u00");
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0x0f)]));
+    } else {
+        out.push_str(short);
+    }
+}
+
+/// Compares two strings the way JavaScript's default `Array.prototype.sort()` does: by UTF-16
+/// code units.
+///
+/// This equals Rust's `str` ordering (by code point) except where the first differing characters
+/// are an astral one (U+10000 and above, encoded as a surrogate pair D800..DFFF) and one in
+/// U+E000..=U+FFFF: in UTF-16 the astral character sorts first.
+#[must_use]
+pub fn cmp_utf16(a: &str, b: &str) -> Ordering {
+    let (ab, bb) = (a.as_bytes(), b.as_bytes());
+    let Some(first_diff) = ab.iter().zip(bb).position(|(x, y)| x != y) else {
+        // One is a prefix of the other: the shorter sorts first in either encoding.
+        return ab.len().cmp(&bb.len());
+    };
+    // Both strings share the bytes before `first_diff`, so they share a char boundary at the start
+    // of the character containing it; the characters starting there are the first that differ.
+    let mut start = first_diff;
+    while !a.is_char_boundary(start) {
+        start -= 1;
+    }
+    let ca = a[start..].chars().next().map_or(0, u32::from);
+    let cb = b[start..].chars().next().map_or(0, u32::from);
+    match (ca >= 0x1_0000, cb >= 0x1_0000) {
+        // Same plane class: surrogate pairs preserve code point order among astral characters.
+        (false, false) | (true, true) => ca.cmp(&cb),
+        // A leading surrogate (D800..DBFF) is above U+0000..=U+D7FF and below U+E000..=U+FFFF.
+        (true, false) => {
+            if cb >= 0xE000 {
+                Ordering::Less
+            } else {
+                Ordering::Greater
+            }
+        }
+        (false, true) => {
+            if ca >= 0xE000 {
+                Ordering::Greater
+            } else {
+                Ordering::Less
+            }
+        }
+    }
+}
+
+/// Writes an object with keys in UTF-16 order.
+///
+/// Fast path: the map already iterates in code point order, which is UTF-16 order unless a key
+/// holds an astral character, so entries are written as they come. Should an astral key turn up,
+/// the partial output is rolled back and the object is written again from a sorted list.
+fn write_object(map: &Map<String, Value>, out: &mut String) {
+    let start = out.len();
+    if map_iterates_sorted() {
+        out.push('{');
+        for (i, (key, value)) in map.iter().enumerate() {
+            if has_astral(key) {
+                out.truncate(start);
+                write_object_sorted(map, out);
+                return;
+            }
+            write_entry(i, key, value, out);
+        }
+        out.push('}');
+    } else {
+        write_object_sorted(map, out);
+    }
+}
+
+/// Writes an object after sorting its keys with [`cmp_utf16`].
+fn write_object_sorted(map: &Map<String, Value>, out: &mut String) {
+    let mut entries: Vec<(&str, &Value)> = map.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    // Keys are unique, so an unstable sort is deterministic.
+    entries.sort_unstable_by(|x, y| cmp_utf16(x.0, y.0));
+    out.push('{');
+    for (i, (key, value)) in entries.into_iter().enumerate() {
+        write_entry(i, key, value, out);
+    }
+    out.push('}');
+}
+
+/// Whether `key` holds a character outside the Basic Multilingual Plane.
+fn has_astral(key: &str) -> bool {
+    // A UTF-8 lead byte >= 0xF0 starts a four-byte (astral) sequence.
+    !key.is_ascii() && key.bytes().any(|b| b >= 0xF0)
+}
+
+/// Whether `serde_json::Map` iterates in key order in this build.
+///
+/// It is a `BTreeMap` unless some crate in the build enables `serde_json`'s `preserve_order`
+/// feature, which turns it into an insertion-ordered map; features are unified across the whole
+/// build, so this is checked once at run time rather than assumed.
+fn map_iterates_sorted() -> bool {
+    static SORTED: OnceLock<bool> = OnceLock::new();
+    *SORTED.get_or_init(|| {
+        let mut probe = Map::new();
+        probe.insert("b".to_owned(), Value::Null);
+        probe.insert("a".to_owned(), Value::Null);
+        probe.keys().next().is_some_and(|k| k == "a")
+    })
+}
+
+fn write_entry(index: usize, key: &str, value: &Value, out: &mut String) {
+    if index > 0 {
+        out.push(',');
+    }
+    write_js_string(key, out);
+    out.push(':');
+    write_canonical(value, out);
+}
+
+/// Appends the decimal digits of `n` without going through `core::fmt`.
+fn write_u64(mut n: u64, out: &mut String) {
+    if n < 10 {
+        // `n` is below 10, so the cast cannot truncate.
+        out.push(char::from(b'0' + n as u8));
+        return;
+    }
+    let mut buf = [0u8; 20];
+    let mut pos = buf.len();
+    while n > 0 {
+        pos -= 1;
+        // `n % 10` is below 10, so the cast cannot truncate.
+        buf[pos] = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+    out.push_str(std::str::from_utf8(&buf[pos..]).expect("decimal digits are ASCII"));
+}
+
+/// Appends a double as `Number.prototype.toString` prints it; non-finite values as `null`.
+fn write_f64(f: f64, out: &mut String) {
+    /// 2^53: every integral double up to here prints as its plain decimal digits.
+    const MAX_EXACT: f64 = 9_007_199_254_740_992.0;
+
+    if !f.is_finite() {
+        out.push_str("null");
+    } else if f.fract() == 0.0 && f.abs() <= MAX_EXACT {
+        // Integral values such as `1.0` or `1500.0` are common and much cheaper than ryu. `-0.0`
+        // is not below zero, so it prints as `0`, as in JavaScript.
+        if f < 0.0 {
+            out.push('-');
+        }
+        // Integral and at most 2^53, so the conversion is exact.
+        write_u64(f.abs() as u64, out);
+    } else {
+        let mut buf = ryu_js::Buffer::new();
+        out.push_str(buf.format_finite(f));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn number(text: &str) -> String {
+        let n: Number = serde_json::from_str(text).expect("valid number");
+        let mut out = String::new();
+        write_js_number(&n, &mut out);
+        out
+    }
+
+    #[test]
+    fn numbers_print_as_javascript_does() {
+        let cases = [
+            ("0", "0"),
+            ("-0", "0"),
+            ("-0.0", "0"),
+            ("1.0", "1"),
+            ("-1", "-1"),
+            ("1e21", "1e+21"),
+            ("1e20", "100000000000000000000"),
+            ("1e-7", "1e-7"),
+            ("1e-6", "0.000001"),
+            ("0.30000000000000004", "0.30000000000000004"),
+            ("9007199254740992", "9007199254740992"),
+            ("9007199254740993", "9007199254740992"),
+            ("-9007199254740993", "-9007199254740992"),
+            ("12345678901234567890", "12345678901234567000"),
+            ("18446744073709551615", "18446744073709552000"),
+            ("-9223372036854775808", "-9223372036854776000"),
+            ("123456789012345678901234567890", "1.2345678901234568e+29"),
+            ("5e-324", "5e-324"),
+            ("1.7976931348623157e308", "1.7976931348623157e+308"),
+            ("1E2", "100"),
+            ("123.456", "123.456"),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(number(input), expected, "for {input}");
+        }
+    }
+
+    #[test]
+    fn strings_escape_as_json_stringify_does() {
+        let mut out = String::new();
+        write_js_string(
+            "a\"b\\c/\u{0}\u{1}\u{8}\u{c}\n\r\t\u{1f}\u{7f}\u{2028}\u{2029}é😀",
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            "\"a\\\"b\\\\c/\\u0000\\u0001\\b\\f\\n\\r\\t\\u001f\u{7f}\u{2028}\u{2029}é😀\""
+        );
+    }
+
+    /// Per-character reference for the eight-bytes-at-a-time scan in `write_js_string`.
+    fn reference_escape(s: &str) -> String {
+        let mut out = String::from("\"");
+        for c in s.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                '\u{8}' => out.push_str("\\b"),
+                '\u{c}' => out.push_str("\\f"),
+                c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+        out
+    }
+
+    #[test]
+    fn every_special_byte_is_escaped_at_every_position() {
+        let specials = (0u8..0x20).chain([b'"', b'\\', b' ', b'!', b'#', b'[', b']', 0x7f]);
+        for special in specials {
+            for len in [1, 7, 8, 9, 16, 17, 25] {
+                for position in 0..len {
+                    let mut bytes = vec![b'x'; len];
+                    bytes[position] = special;
+                    let s = String::from_utf8(bytes).expect("ascii");
+                    let mut out = String::new();
+                    write_js_string(&s, &mut out);
+                    assert_eq!(out, reference_escape(&s), "{s:?}");
+                }
+            }
+        }
+        let mixed =
+            "ab\u{e9}\u{1F600}\"\u{2028}ccc\u{0}\u{FB01}\\dddddddd\u{1f}e\u{7f}\u{80}\u{10FFFF}";
+        let mut out = String::new();
+        write_js_string(mixed, &mut out);
+        assert_eq!(out, reference_escape(mixed));
+    }
+
+    #[test]
+    fn objects_sort_keys_and_arrays_keep_order() {
+        let value = json!({"b": [3, 1, {"z": null, "a": true}], "a": {}, "": []});
+        assert_eq!(
+            canonical_string(&value),
+            r#"{"":[],"a":{},"b":[3,1,{"a":true,"z":null}]}"#
+        );
+    }
+
+    #[test]
+    fn astral_keys_sort_before_high_bmp_keys() {
+        let value = json!({"\u{FB01}": 1, "\u{1F600}": 2, "a": 3, "\u{D7FF}": 4, "\u{E000}": 5});
+        assert_eq!(
+            canonical_string(&value),
+            "{\"a\":3,\"\u{D7FF}\":4,\"\u{1F600}\":2,\"\u{E000}\":5,\"\u{FB01}\":1}"
+        );
+    }
+
+    #[test]
+    fn utf16_comparison_matches_code_unit_order() {
+        let keys = [
+            "",
+            "a",
+            "ab",
+            "a\u{0}",
+            "B",
+            "\u{7F}",
+            "é",
+            "\u{D7FF}",
+            "\u{E000}",
+            "\u{FFFF}",
+            "\u{10000}",
+            "\u{1F600}",
+            "\u{10FFFF}",
+            "a\u{1F600}",
+            "a\u{FB01}",
+        ];
+        for a in keys {
+            for b in keys {
+                assert_eq!(
+                    cmp_utf16(a, b),
+                    a.encode_utf16().cmp(b.encode_utf16()),
+                    "{a:?} vs {b:?}"
+                );
+            }
+        }
+    }
+}

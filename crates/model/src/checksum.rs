@@ -1,0 +1,332 @@
+//! The @nhtio/adk tool-call checksum: `sha256(canonicalStringify({ tool, args }))`.
+//!
+//! The ADK computes it in `Tool.executor` (as the `callId` of `toolExecutionStart` / `End`), in
+//! the dispatch runner's `reportToolCall` helper (as `TurnToolCallContent.checksum`) and in every
+//! LLM battery (as `ToolCall.checksum`); all hash `canonicalStringify({ tool, args })` with
+//! `js-sha256` and print lowercase hex (see `NHTIO/ADK`, `src/lib/utils/canonical_json.ts`,
+//! `src/lib/classes/tool.ts`, `src/lib/dispatch_runner.ts`). The checksum collides by design for
+//! identical `{tool, args}`, which is what the correlator's checksum strategy relies on.
+//!
+//! [`checksum_of`] reproduces it bit for bit, with two rules about `args` that matter:
+//!
+//! - **Args given as a JSON string** (the OpenAI style, `"arguments": "{\"a\":1}"`) are parsed
+//!   first; when the string is valid JSON the parsed value is hashed, otherwise the string itself.
+//!   ADK batteries parse such strings before hashing too. (The OpenAI Chat Completions battery goes
+//!   further and hashes `{}` when the string is empty, not JSON, or JSON but not an object; a
+//!   producer that wants those checksums must send the args it hashed.) The string is parsed with
+//!   `serde_json`, which rejects a few texts `JSON.parse` takes (a number overflowing to
+//!   `Infinity`, a `\ud800` lone-surrogate escape, nesting deeper than 128); such a string is
+//!   hashed as a string, where JavaScript would hash the parsed value.
+//! - **Absent args** are *not* omitted. `canonicalStringify` builds `'"args":' +
+//!   canonicalStringify(undefined)`, and `JSON.stringify(undefined)` is `undefined`, so JavaScript
+//!   concatenates the word: the hashed text is `{"args":undefined,"tool":"…"}` — not JSON, but what
+//!   `Tool.executor` hashes for a call without arguments. (The `reportToolCall` helper instead
+//!   leaves the checksum empty until args are known.) `null` args hash as `"args":null`.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::canonical::{write_canonical, write_js_string};
+
+/// A tool-call checksum: SHA-256 as 64 lowercase hex digits.
+///
+/// Built by [`checksum_of`], or parsed from the wire with [`Checksum::parse`], which rejects
+/// anything but exactly 64 lowercase hex digits so that equal checksums compare equal as strings.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Checksum(String);
+
+/// Why a string is not a [`Checksum`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChecksumError {
+    /// The string is not 64 bytes long.
+    #[error("checksum must be 64 lowercase hex digits, got {len} bytes")]
+    WrongLength {
+        /// Length of the rejected string in bytes.
+        len: usize,
+    },
+    /// The string holds an uppercase hex digit.
+    #[error("checksum must be lowercase hex, found uppercase {found:?} at byte {index}")]
+    Uppercase {
+        /// The offending character.
+        found: char,
+        /// Its byte offset.
+        index: usize,
+    },
+    /// The string holds a character that is not a hex digit.
+    #[error("checksum must be hex, found {found:?} at byte {index}")]
+    NotHex {
+        /// The offending character.
+        found: char,
+        /// Its byte offset.
+        index: usize,
+    },
+}
+
+impl Checksum {
+    /// Length of a checksum in hex digits.
+    pub const LEN: usize = 64;
+
+    /// Parses a checksum given as 64 lowercase hex digits.
+    ///
+    /// # Errors
+    ///
+    /// [`ChecksumError`] naming the first problem: wrong length, an uppercase digit, or a
+    /// character that is not a hex digit.
+    pub fn parse(text: &str) -> Result<Checksum, ChecksumError> {
+        validate(text)?;
+        Ok(Checksum(text.to_owned()))
+    }
+
+    /// Wraps a SHA-256 digest.
+    #[must_use]
+    pub fn from_digest(digest: [u8; 32]) -> Checksum {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut text = [0u8; Self::LEN];
+        for (pair, byte) in text.chunks_exact_mut(2).zip(digest) {
+            pair[0] = HEX[usize::from(byte >> 4)];
+            pair[1] = HEX[usize::from(byte & 0x0f)];
+        }
+        Checksum(
+            std::str::from_utf8(&text)
+                .expect("hex digits are ASCII")
+                .to_owned(),
+        )
+    }
+
+    /// The 64 lowercase hex digits.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+fn validate(text: &str) -> Result<(), ChecksumError> {
+    if text.len() != Checksum::LEN {
+        return Err(ChecksumError::WrongLength { len: text.len() });
+    }
+    for (index, found) in text.char_indices() {
+        match found {
+            '0'..='9' | 'a'..='f' => {}
+            'A'..='F' => return Err(ChecksumError::Uppercase { found, index }),
+            _ => return Err(ChecksumError::NotHex { found, index }),
+        }
+    }
+    Ok(())
+}
+
+impl fmt::Display for Checksum {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl AsRef<str> for Checksum {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for Checksum {
+    type Err = ChecksumError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Checksum::parse(text)
+    }
+}
+
+impl TryFrom<String> for Checksum {
+    type Error = ChecksumError;
+
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        validate(&text)?;
+        Ok(Checksum(text))
+    }
+}
+
+impl From<Checksum> for String {
+    fn from(checksum: Checksum) -> String {
+        checksum.0
+    }
+}
+
+/// Capacity above which the per-thread buffer is dropped after use instead of kept, so one huge
+/// argument object does not pin its memory for the life of the thread.
+const MAX_RETAINED_BUFFER: usize = 64 * 1024;
+
+thread_local! {
+    /// Scratch buffer for the canonical text, reused across calls on the same thread.
+    static BUFFER: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+/// Computes the ADK checksum of a tool call: `sha256(canonicalStringify({ tool, args }))`.
+///
+/// `args` is the value as received; a JSON string is parsed first and `None` hashes as
+/// JavaScript's `undefined` (see the [module docs](self)). The canonical text is written into a
+/// per-thread buffer that is reused across calls, and hashed in one pass.
+#[must_use]
+pub fn checksum_of(tool: &str, args: Option<&Value>) -> Checksum {
+    BUFFER.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buffer) => {
+            buffer.clear();
+            write_checksum_input(tool, args, &mut buffer);
+            let checksum = Checksum::from_digest(Sha256::digest(buffer.as_bytes()).into());
+            if buffer.capacity() > MAX_RETAINED_BUFFER {
+                *buffer = String::new();
+            }
+            checksum
+        }
+        // Unreachable in practice (nothing here re-enters), but never worth a panic.
+        Err(_) => {
+            let text = checksum_input(tool, args);
+            Checksum::from_digest(Sha256::digest(text.as_bytes()).into())
+        }
+    })
+}
+
+/// Returns the exact text [`checksum_of`] hashes, for diagnostics and tests.
+#[must_use]
+pub fn checksum_input(tool: &str, args: Option<&Value>) -> String {
+    let mut out = String::new();
+    write_checksum_input(tool, args, &mut out);
+    out
+}
+
+/// Appends the text [`checksum_of`] hashes: `{"args":<canonical args>,"tool":<tool>}`.
+///
+/// The two keys are already in sorted order, so no object is built.
+pub fn write_checksum_input(tool: &str, args: Option<&Value>, out: &mut String) {
+    out.push_str("{\"args\":");
+    match args {
+        None => out.push_str("undefined"),
+        Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
+            Ok(parsed) => write_canonical(&parsed, out),
+            Err(_) => write_js_string(text, out),
+        },
+        Some(value) => write_canonical(value, out),
+    }
+    out.push_str(",\"tool\":");
+    write_js_string(tool, out);
+    out.push('}');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn checksum_is_sha256_of_the_canonical_text() {
+        let args = json!({"b": 1, "a": [true, null]});
+        let text = checksum_input("search", Some(&args));
+        assert_eq!(text, r#"{"args":{"a":[true,null],"b":1},"tool":"search"}"#);
+        let expected = Checksum::from_digest(Sha256::digest(text.as_bytes()).into());
+        assert_eq!(checksum_of("search", Some(&args)), expected);
+    }
+
+    #[test]
+    fn known_digest() {
+        // sha256 of `{"args":{},"tool":"noop"}`, computed with node's crypto module.
+        let checksum = checksum_of("noop", Some(&json!({})));
+        assert_eq!(
+            checksum_input("noop", Some(&json!({}))),
+            r#"{"args":{},"tool":"noop"}"#
+        );
+        assert_eq!(
+            checksum.as_str(),
+            "8685b816cc16dea76ec5c8e81755900b9f7597dce0bd024bc773352a9b2dad2d"
+        );
+    }
+
+    #[test]
+    fn key_order_does_not_matter() {
+        let a: Value = serde_json::from_str(r#"{"x":1,"y":{"q":2,"p":3}}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{"y":{"p":3,"q":2},"x":1}"#).unwrap();
+        assert_eq!(checksum_of("t", Some(&a)), checksum_of("t", Some(&b)));
+    }
+
+    #[test]
+    fn json_string_args_are_parsed_first() {
+        let object = json!({"b": 1, "a": 2});
+        let string = Value::String(r#"{ "a": 2, "b": 1.0 }"#.to_owned());
+        assert_eq!(
+            checksum_of("t", Some(&object)),
+            checksum_of("t", Some(&string))
+        );
+    }
+
+    #[test]
+    fn non_json_string_args_are_hashed_as_strings() {
+        let args = Value::String("not json".to_owned());
+        assert_eq!(
+            checksum_input("t", Some(&args)),
+            r#"{"args":"not json","tool":"t"}"#
+        );
+    }
+
+    #[test]
+    fn absent_args_hash_as_javascript_undefined() {
+        assert_eq!(
+            checksum_input("t", None),
+            r#"{"args":undefined,"tool":"t"}"#
+        );
+        assert_eq!(
+            checksum_input("t", Some(&Value::Null)),
+            r#"{"args":null,"tool":"t"}"#
+        );
+        assert_ne!(checksum_of("t", None), checksum_of("t", Some(&Value::Null)));
+    }
+
+    #[test]
+    fn parse_accepts_lowercase_hex_only() {
+        let good = "a".repeat(64);
+        assert_eq!(Checksum::parse(&good).unwrap().as_str(), good);
+        assert_eq!(
+            Checksum::parse("abc"),
+            Err(ChecksumError::WrongLength { len: 3 })
+        );
+        let upper = format!("{}A", "0".repeat(63));
+        assert_eq!(
+            Checksum::parse(&upper),
+            Err(ChecksumError::Uppercase {
+                found: 'A',
+                index: 63
+            })
+        );
+        let not_hex = format!("g{}", "0".repeat(63));
+        assert_eq!(
+            Checksum::parse(&not_hex),
+            Err(ChecksumError::NotHex {
+                found: 'g',
+                index: 0
+            })
+        );
+        assert_eq!(
+            ChecksumError::WrongLength { len: 3 }.to_string(),
+            "checksum must be 64 lowercase hex digits, got 3 bytes"
+        );
+    }
+
+    #[test]
+    fn serde_round_trip_validates() {
+        let checksum = checksum_of("t", Some(&json!([1, 2])));
+        let text = serde_json::to_string(&checksum).unwrap();
+        assert_eq!(text, format!("\"{checksum}\""));
+        let back: Checksum = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, checksum);
+        assert!(serde_json::from_str::<Checksum>("\"xyz\"").is_err());
+    }
+
+    #[test]
+    fn large_args_do_not_pin_the_buffer() {
+        let big = Value::String("x".repeat(2 * MAX_RETAINED_BUFFER));
+        let checksum = checksum_of("t", Some(&big));
+        assert_eq!(checksum.as_str().len(), Checksum::LEN);
+        BUFFER.with(|cell| assert!(cell.borrow().capacity() <= MAX_RETAINED_BUFFER));
+    }
+}
