@@ -34,6 +34,10 @@ impl Timestamp {
 
     /// Parses an RFC 3339 timestamp.
     pub fn parse_rfc3339(s: &str) -> Result<Self, TimestampError> {
+        // The `time` crate takes any byte between date and time; RFC 3339 takes `T` (or `t`).
+        if !matches!(s.as_bytes().get(10), Some(b'T' | b't')) {
+            return Err(TimestampError { input: truncate(s), why: "date and time must be separated by `T`".into() });
+        }
         let dt = OffsetDateTime::parse(s, &Rfc3339).map_err(|e| TimestampError {
             input: truncate(s),
             why: e.to_string(),
