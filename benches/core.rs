@@ -15,7 +15,12 @@ fn core_path(c: &mut Criterion) {
     let bytes: usize = events.iter().map(Vec::len).sum();
     let mut group = c.benchmark_group("core");
     group.throughput(Throughput::Elements(events.len() as u64));
-    eprintln!("input: {} events, {} bytes, {:.0} bytes/event", events.len(), bytes, bytes as f64 / events.len() as f64);
+    eprintln!(
+        "input: {} events, {} bytes, {:.0} bytes/event",
+        events.len(),
+        bytes,
+        bytes as f64 / events.len() as f64
+    );
 
     group.bench_function("serde_json_value_parse", |b| {
         b.iter(|| {
@@ -35,7 +40,13 @@ fn core_path(c: &mut Criterion) {
 
     group.bench_function("decode_correlate_encode", |b| {
         b.iter_batched_ref(
-            || (Correlator::without_changelog(Config::default()), Effects::default(), Vec::with_capacity(1 << 20)),
+            || {
+                (
+                    Correlator::without_changelog(Config::default()),
+                    Effects::default(),
+                    Vec::with_capacity(1 << 20),
+                )
+            },
             |(correlator, out, sink)| {
                 for (i, e) in events.iter().enumerate() {
                     let event = Event::decode(e).unwrap();
@@ -53,7 +64,13 @@ fn core_path(c: &mut Criterion) {
 
     group.bench_function("decode_correlate_encode_with_changelog", |b| {
         b.iter_batched_ref(
-            || (Correlator::new(Config::default()), Effects::default(), Vec::with_capacity(1 << 20)),
+            || {
+                (
+                    Correlator::new(Config::default()),
+                    Effects::default(),
+                    Vec::with_capacity(1 << 20),
+                )
+            },
             |(correlator, out, sink)| {
                 for (i, e) in events.iter().enumerate() {
                     let event = Event::decode(e).unwrap();

@@ -33,23 +33,42 @@ const TOOLS: [&str; 6] = ["Read", "Bash", "Edit", "Grep", "Glob", "WebFetch"];
 fn args(rng: &mut Rng, tool: &str) -> serde_json::Value {
     let n = rng.below(40);
     match tool {
-        "Read" => json!({"file_path": format!("/home/dev/projects/toolcalls/crates/core/src/module_{n}.rs"), "offset": n * 10, "limit": 200}),
-        "Bash" => json!({"command": format!("cargo test -p toolcalls-core --test rules -- case_{n}"), "description": "Run the rule tests", "timeout": 120000}),
-        "Edit" => json!({"file_path": format!("/home/dev/projects/toolcalls/src/lib_{n}.rs"), "old_string": "let x = 1;", "new_string": "let x = 2;", "replace_all": false}),
-        "Grep" => json!({"pattern": format!("fn handle_{n}"), "path": "/home/dev/projects/toolcalls", "output_mode": "files_with_matches", "-i": true}),
+        "Read" => {
+            json!({"file_path": format!("/home/dev/projects/toolcalls/crates/core/src/module_{n}.rs"), "offset": n * 10, "limit": 200})
+        }
+        "Bash" => {
+            json!({"command": format!("cargo test -p toolcalls-core --test rules -- case_{n}"), "description": "Run the rule tests", "timeout": 120000})
+        }
+        "Edit" => {
+            json!({"file_path": format!("/home/dev/projects/toolcalls/src/lib_{n}.rs"), "old_string": "let x = 1;", "new_string": "let x = 2;", "replace_all": false})
+        }
+        "Grep" => {
+            json!({"pattern": format!("fn handle_{n}"), "path": "/home/dev/projects/toolcalls", "output_mode": "files_with_matches", "-i": true})
+        }
         "Glob" => json!({"pattern": format!("**/*_{n}.rs"), "path": "/home/dev/projects"}),
-        _ => json!({"url": format!("https://docs.example.com/page/{n}"), "prompt": "Summarise the API section"}),
+        _ => {
+            json!({"url": format!("https://docs.example.com/page/{n}"), "prompt": "Summarise the API section"})
+        }
     }
 }
 
 fn result(rng: &mut Rng) -> String {
     let lines = 3 + rng.below(8);
-    (0..lines).map(|i| format!("{i:>4}\tfn example_{i}() -> Result<(), Error> {{ Ok(()) }}")).collect::<Vec<_>>().join("\n")
+    (0..lines)
+        .map(|i| format!("{i:>4}\tfn example_{i}() -> Result<(), Error> {{ Ok(()) }}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn time(ms: u64) -> String {
     let s = ms / 1000;
-    format!("2026-05-10T{:02}:{:02}:{:02}.{:03}Z", 10 + s / 3600 % 12, s / 60 % 60, s % 60, ms % 1000)
+    format!(
+        "2026-05-10T{:02}:{:02}:{:02}.{:03}Z",
+        10 + s / 3600 % 12,
+        s / 60 % 60,
+        s % 60,
+        ms % 1000
+    )
 }
 
 /// `n` calls as v1 JSON lines, in arrival order (about 2.1 events per call).

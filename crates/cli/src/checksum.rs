@@ -22,8 +22,14 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         .transpose()
         .context("ARGS is not JSON; quote it for the shell, e.g. '{\"path\":\"/a\"}'")?;
     if args.canonical {
-        println!("{}", toolcalls_model::checksum::checksum_input(&args.tool, value.as_ref()));
+        println!(
+            "{}",
+            toolcalls_model::checksum::checksum_input(&args.tool, value.as_ref())
+        );
     }
-    println!("{}", toolcalls_model::checksum_of(&args.tool, value.as_ref()));
+    println!(
+        "{}",
+        toolcalls_model::checksum_of(&args.tool, value.as_ref())
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -93,15 +93,18 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     }
 
     let mut sink: Box<dyn Write> = match &args.out {
-        Some(path) => Box::new(BufWriter::new(
-            std::fs::File::create(path).with_context(|| format!("cannot create {}; check the --out path", path.display()))?,
-        )),
+        Some(path) => Box::new(BufWriter::new(std::fs::File::create(path).with_context(
+            || format!("cannot create {}; check the --out path", path.display()),
+        )?)),
         None => Box::new(BufWriter::new(std::io::stdout().lock())),
     };
     let inputs: Vec<Option<&Path>> = if args.files.is_empty() {
         vec![None]
     } else {
-        args.files.iter().map(|p| (p.as_os_str() != "-").then_some(p.as_path())).collect()
+        args.files
+            .iter()
+            .map(|p| (p.as_os_str() != "-").then_some(p.as_path()))
+            .collect()
     };
 
     let mut correlator = Correlator::without_changelog(config);
@@ -130,7 +133,10 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         match format {
             None => {
                 let reader: Box<dyn Read> = match input {
-                    Some(p) => Box::new(std::fs::File::open(p).with_context(|| format!("cannot open {}", p.display()))?),
+                    Some(p) => Box::new(
+                        std::fs::File::open(p)
+                            .with_context(|| format!("cannot open {}", p.display()))?,
+                    ),
                     None => Box::new(std::io::stdin().lock()),
                 };
                 let mut reader = BufReader::with_capacity(1 << 16, reader);
@@ -138,7 +144,11 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
                 let mut line = 0usize;
                 loop {
                     buf.clear();
-                    if reader.read_until(b'\n', &mut buf).with_context(|| format!("cannot read {name}"))? == 0 {
+                    if reader
+                        .read_until(b'\n', &mut buf)
+                        .with_context(|| format!("cannot read {name}"))?
+                        == 0
+                    {
                         break;
                     }
                     line += 1;
@@ -160,9 +170,15 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             Some(format) => {
                 let mut bytes = Vec::new();
                 match input {
-                    Some(p) => bytes = std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?,
+                    Some(p) => {
+                        bytes = std::fs::read(p)
+                            .with_context(|| format!("cannot read {}", p.display()))?
+                    }
                     None => {
-                        std::io::stdin().lock().read_to_end(&mut bytes).context("cannot read standard input")?;
+                        std::io::stdin()
+                            .lock()
+                            .read_to_end(&mut bytes)
+                            .context("cannot read standard input")?;
                     }
                 }
                 let format = match format {
@@ -171,7 +187,10 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
                         format!("cannot tell the format of {name}; name it with --format (see docs/ADAPTERS.md)")
                     })?,
                 };
-                let opts = toolcalls_adapters::Options { drop_ids: args.drop_ids, ..Default::default() };
+                let opts = toolcalls_adapters::Options {
+                    drop_ids: args.drop_ids,
+                    ..Default::default()
+                };
                 let parsed = toolcalls_adapters::parse(format, &name, &bytes, &opts);
                 for e in &parsed.errors {
                     summary.bad_lines += 1;
@@ -201,10 +220,17 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn write_records(sink: &mut dyn Write, effects: &mut Effects, summary: &mut Summary) -> anyhow::Result<()> {
+fn write_records(
+    sink: &mut dyn Write,
+    effects: &mut Effects,
+    summary: &mut Summary,
+) -> anyhow::Result<()> {
     for record in effects.records.drain(..) {
         *summary.phases.entry(record.status.phase).or_default() += 1;
-        *summary.strategies.entry(record.correlation.strategy).or_default() += 1;
+        *summary
+            .strategies
+            .entry(record.correlation.strategy)
+            .or_default() += 1;
         summary.duplicates += u64::from(record.correlation.duplicates);
         serde_json::to_writer(&mut *sink, &record).context("cannot write a record")?;
         sink.write_all(b"\n").context("cannot write a record")?;
@@ -214,22 +240,51 @@ fn write_records(sink: &mut dyn Write, effects: &mut Effects, summary: &mut Summ
 
 fn print_summary(s: &Summary, keep: bool, pending: impl Iterator<Item = ToolCallRecord>) {
     let records: u64 = s.phases.values().sum();
-    eprintln!("toolcalls local: {} events, {} bad lines, {} records", s.events, s.bad_lines, records);
-    let join = |items: Vec<String>| if items.is_empty() { "-".to_owned() } else { items.join(", ") };
-    eprintln!("  by phase:    {}", join(s.phases.iter().map(|(k, v)| format!("{k} {v}")).collect()));
-    eprintln!("  by strategy: {}", join(s.strategies.iter().map(|(k, v)| format!("{k} {v}")).collect()));
-    eprintln!("  events:      {}", join(s.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect()));
+    eprintln!(
+        "toolcalls local: {} events, {} bad lines, {} records",
+        s.events, s.bad_lines, records
+    );
+    let join = |items: Vec<String>| {
+        if items.is_empty() {
+            "-".to_owned()
+        } else {
+            items.join(", ")
+        }
+    };
+    eprintln!(
+        "  by phase:    {}",
+        join(s.phases.iter().map(|(k, v)| format!("{k} {v}")).collect())
+    );
+    eprintln!(
+        "  by strategy: {}",
+        join(
+            s.strategies
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect()
+        )
+    );
+    eprintln!(
+        "  events:      {}",
+        join(s.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect())
+    );
     if s.duplicates > 0 {
         eprintln!("  duplicates merged: {}", s.duplicates);
     }
     if !s.rejected.is_empty() {
-        eprintln!("  refused:     {}", join(s.rejected.iter().map(|(k, v)| format!("{k} {v}")).collect()));
+        eprintln!(
+            "  refused:     {}",
+            join(s.rejected.iter().map(|(k, v)| format!("{k} {v}")).collect())
+        );
     }
     if keep {
         eprintln!("  still pending (--at-end keep): {}", s.still_pending);
         for r in pending.take(20) {
             let tool = r.spec.tool_ref.as_ref().map_or("?", |t| t.name.as_str());
-            eprintln!("    {} {} {} session={}", r.status.phase, tool, r.metadata.name, r.metadata.session);
+            eprintln!(
+                "    {} {} {} session={}",
+                r.status.phase, tool, r.metadata.name, r.metadata.session
+            );
         }
     }
 }
@@ -245,7 +300,12 @@ struct Progress {
 impl Progress {
     fn new(on: bool) -> Self {
         let now = Instant::now();
-        Progress { on, started: now, last: now, shown: false }
+        Progress {
+            on,
+            started: now,
+            last: now,
+            shown: false,
+        }
     }
 
     fn tick(&mut self, events: u64) {

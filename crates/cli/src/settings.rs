@@ -33,7 +33,11 @@ impl std::str::FromStr for Dur {
             "s" => n.saturating_mul(1_000),
             "m" | "min" => n.saturating_mul(60_000),
             "h" => n.saturating_mul(3_600_000),
-            other => return Err(format!("unknown duration unit `{other}` in `{s}`; use ms, s, m or h")),
+            other => {
+                return Err(format!(
+                    "unknown duration unit `{other}` in `{s}`; use ms, s, m or h"
+                ))
+            }
         };
         Ok(Dur(Duration::from_millis(ms)))
     }
@@ -101,26 +105,46 @@ impl CoreArgs {
     /// Flags/env over the file over the defaults.
     pub fn resolve(&self, file: &CoreFile) -> anyhow::Result<Config> {
         let d = Config::default();
-        let ms = |flag: Option<Dur>, file: Option<Dur>, default: u64| flag.or(file).map_or(default, Dur::millis);
+        let ms = |flag: Option<Dur>, file: Option<Dur>, default: u64| {
+            flag.or(file).map_or(default, Dur::millis)
+        };
         let config = Config {
             call_timeout_ms: ms(self.call_timeout, file.call_timeout, d.call_timeout_ms),
             turn_grace_ms: ms(self.turn_grace, file.turn_grace, d.turn_grace_ms),
             orphan_grace_ms: ms(self.orphan_grace, file.orphan_grace, d.orphan_grace_ms),
-            idempotency_window_ms: ms(self.idempotency_window, file.idempotency_window, d.idempotency_window_ms),
+            idempotency_window_ms: ms(
+                self.idempotency_window,
+                file.idempotency_window,
+                d.idempotency_window_ms,
+            ),
             dedupe_window_ms: ms(self.dedupe_window, file.dedupe_window, d.dedupe_window_ms),
-            max_pending: self.max_pending.or(file.max_pending).unwrap_or(d.max_pending),
-            max_remembered: self.max_remembered.or(file.max_remembered).unwrap_or(d.max_remembered),
+            max_pending: self
+                .max_pending
+                .or(file.max_pending)
+                .unwrap_or(d.max_pending),
+            max_remembered: self
+                .max_remembered
+                .or(file.max_remembered)
+                .unwrap_or(d.max_remembered),
         };
-        config.validate().map_err(|e| anyhow::anyhow!("invalid correlation settings: {e}"))?;
+        config
+            .validate()
+            .map_err(|e| anyhow::anyhow!("invalid correlation settings: {e}"))?;
         Ok(config)
     }
 }
 
 /// Reads a TOML config file into `T` (each subcommand has its own tables), naming the file in errors.
 pub fn read_file<T: for<'de> Deserialize<'de> + Default>(path: Option<&Path>) -> anyhow::Result<T> {
-    let Some(path) = path else { return Ok(T::default()) };
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read config file {}; check the --config path", path.display()))?;
+    let Some(path) = path else {
+        return Ok(T::default());
+    };
+    let text = std::fs::read_to_string(path).with_context(|| {
+        format!(
+            "cannot read config file {}; check the --config path",
+            path.display()
+        )
+    })?;
     toml::from_str(&text).with_context(|| format!("config file {} is not valid", path.display()))
 }
 
@@ -152,20 +176,30 @@ mod tests {
         assert_eq!("2h".parse::<Dur>().unwrap().millis(), 7_200_000);
         assert_eq!("42".parse::<Dur>().unwrap().millis(), 42);
         assert!("5 parsecs".parse::<Dur>().unwrap_err().contains("unit"));
-        assert!("soon".parse::<Dur>().unwrap_err().contains("not a duration"));
+        assert!("soon"
+            .parse::<Dur>()
+            .unwrap_err()
+            .contains("not a duration"));
     }
 
     #[test]
     fn flags_override_file_override_defaults() {
-        let file: CoreFile = toml::from_str("call_timeout = \"1m\"\nturn_grace = 500\nmax_pending = 7").unwrap();
-        let args = CoreArgs { turn_grace: Some(Dur(Duration::from_secs(2))), ..Default::default() };
+        let file: CoreFile =
+            toml::from_str("call_timeout = \"1m\"\nturn_grace = 500\nmax_pending = 7").unwrap();
+        let args = CoreArgs {
+            turn_grace: Some(Dur(Duration::from_secs(2))),
+            ..Default::default()
+        };
         let c = args.resolve(&file).unwrap();
         assert_eq!(c.call_timeout_ms, 60_000);
         assert_eq!(c.turn_grace_ms, 2_000);
         assert_eq!(c.max_pending, 7);
         assert_eq!(c.orphan_grace_ms, Config::default().orphan_grace_ms);
         assert!(toml::from_str::<CoreFile>("bogus = 1").is_err());
-        let zero = CoreArgs { max_pending: Some(0), ..Default::default() };
+        let zero = CoreArgs {
+            max_pending: Some(0),
+            ..Default::default()
+        };
         assert!(zero.resolve(&CoreFile::default()).is_err());
     }
 }

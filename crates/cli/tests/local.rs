@@ -15,7 +15,12 @@ fn toolcalls(args: &[&str], stdin: Option<&str>) -> Output {
         .spawn()
         .expect("run toolcalls");
     if let Some(input) = stdin {
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
     }
     drop(child.stdin.take());
     child.wait_with_output().unwrap()
@@ -31,24 +36,63 @@ fn records(out: &Output) -> Vec<ToolCallRecord> {
 #[test]
 fn the_bundled_example_gives_the_expected_ledger() {
     let out = toolcalls(&["local", EXAMPLE], None);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let recs = records(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let count = |p: Phase| recs.iter().filter(|r| r.status.phase == p).count();
     assert_eq!(recs.len(), 9, "{stderr}");
-    assert_eq!((count(Phase::Succeeded), count(Phase::Failed), count(Phase::Interrupted), count(Phase::Orphaned)), (6, 1, 1, 1));
+    assert_eq!(
+        (
+            count(Phase::Succeeded),
+            count(Phase::Failed),
+            count(Phase::Interrupted),
+            count(Phase::Orphaned)
+        ),
+        (6, 1, 1, 1)
+    );
     // The bad line is reported with file, line number and reason, and the rest went on.
-    assert!(stderr.contains("session.jsonl:25:") && stderr.contains("RFC 3339"), "{stderr}");
-    assert!(stderr.contains("24 events, 1 bad lines, 9 records"), "{stderr}");
+    assert!(
+        stderr.contains("session.jsonl:25:") && stderr.contains("RFC 3339"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("24 events, 1 bad lines, 9 records"),
+        "{stderr}"
+    );
     // The id-less Gemini calls were paired by checksum (identical calls oldest first) and tool.
-    let gemini: Vec<_> = recs.iter().filter(|r| r.metadata.source.as_str() == "gemini-cli").collect();
+    let gemini: Vec<_> = recs
+        .iter()
+        .filter(|r| r.metadata.source.as_str() == "gemini-cli")
+        .collect();
     let strategies: Vec<_> = gemini.iter().map(|r| r.correlation.strategy).collect();
-    assert_eq!(strategies.iter().filter(|s| **s == Strategy::Checksum).count(), 2);
-    assert_eq!(strategies.iter().filter(|s| **s == Strategy::ToolFifo).count(), 1);
+    assert_eq!(
+        strategies
+            .iter()
+            .filter(|s| **s == Strategy::Checksum)
+            .count(),
+        2
+    );
+    assert_eq!(
+        strategies
+            .iter()
+            .filter(|s| **s == Strategy::ToolFifo)
+            .count(),
+        1
+    );
     // The retried ticket collapsed into one record with its approval and hook decision.
-    let adk = recs.iter().find(|r| r.metadata.source.as_str() == "adk").unwrap();
+    let adk = recs
+        .iter()
+        .find(|r| r.metadata.source.as_str() == "adk")
+        .unwrap();
     assert_eq!(adk.correlation.attempts, 2);
-    assert_eq!(adk.spec.approval.as_ref().unwrap().approved_by.as_deref(), Some("alice@example.com"));
+    assert_eq!(
+        adk.spec.approval.as_ref().unwrap().approved_by.as_deref(),
+        Some("alice@example.com")
+    );
     assert_eq!(adk.status.hook_decisions.len(), 1);
     assert_eq!(adk.status.duration_ms, Some(3000));
 }
@@ -58,9 +102,15 @@ fn output_is_deterministic_and_can_go_to_a_file() {
     let dir = std::env::temp_dir().join(format!("toolcalls-local-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("records.jsonl");
-    let a = toolcalls(&["local", "-q", EXAMPLE, "--out", path.to_str().unwrap()], None);
+    let a = toolcalls(
+        &["local", "-q", EXAMPLE, "--out", path.to_str().unwrap()],
+        None,
+    );
     assert!(a.status.success());
-    assert!(a.stdout.is_empty() && !a.stderr.is_empty(), "bad line still reported with -q");
+    assert!(
+        a.stdout.is_empty() && !a.stderr.is_empty(),
+        "bad line still reported with -q"
+    );
     let b = toolcalls(&["local", "-q", EXAMPLE], None);
     assert_eq!(std::fs::read(&path).unwrap(), b.stdout);
     std::fs::remove_dir_all(&dir).unwrap();
@@ -71,7 +121,10 @@ fn strict_stops_at_the_first_bad_line() {
     let out = toolcalls(&["local", "--strict", "-"], Some("{\"v\":1}\n"));
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("<stdin>:1:") && stderr.contains("--strict"), "{stderr}");
+    assert!(
+        stderr.contains("<stdin>:1:") && stderr.contains("--strict"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -79,7 +132,10 @@ fn at_end_chooses_how_pending_calls_close() {
     let input = r#"{"v":1,"kind":"announce","source":"s","session":"x","callId":"a","time":"2026-01-01T00:00:00Z","tool":"T"}"#;
     let deadlines = records(&toolcalls(&["local", "-q"], Some(input)));
     assert_eq!(deadlines[0].status.phase, Phase::TimedOut);
-    let interrupt = records(&toolcalls(&["local", "-q", "--at-end", "interrupt"], Some(input)));
+    let interrupt = records(&toolcalls(
+        &["local", "-q", "--at-end", "interrupt"],
+        Some(input),
+    ));
     assert_eq!(interrupt[0].status.phase, Phase::Interrupted);
     let keep = toolcalls(&["local", "--at-end", "keep"], Some(input));
     assert!(keep.stdout.is_empty());
@@ -94,14 +150,27 @@ fn settings_come_from_flags_env_and_file() {
         r#"{"v":1,"kind":"announce","source":"s","session":"x","callId":"b","time":"2026-01-01T00:00:01Z","tool":"T"}"#,
     );
     // max-pending 1: the first call is evicted when the second arrives.
-    let flag = records(&toolcalls(&["local", "-q", "--max-pending", "1"], Some(input)));
+    let flag = records(&toolcalls(
+        &["local", "-q", "--max-pending", "1"],
+        Some(input),
+    ));
     assert_eq!(flag[0].status.phase, Phase::Evicted);
     let dir = std::env::temp_dir().join(format!("toolcalls-cfg-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = dir.join("toolcalls.toml");
-    std::fs::write(&cfg, "[core]\nmax_pending = 1\n[local]\nat_end = \"interrupt\"\n").unwrap();
-    let file = records(&toolcalls(&["local", "-q", "--config", cfg.to_str().unwrap()], Some(input)));
-    assert_eq!((file[0].status.phase, file[1].status.phase), (Phase::Evicted, Phase::Interrupted));
+    std::fs::write(
+        &cfg,
+        "[core]\nmax_pending = 1\n[local]\nat_end = \"interrupt\"\n",
+    )
+    .unwrap();
+    let file = records(&toolcalls(
+        &["local", "-q", "--config", cfg.to_str().unwrap()],
+        Some(input),
+    ));
+    assert_eq!(
+        (file[0].status.phase, file[1].status.phase),
+        (Phase::Evicted, Phase::Interrupted)
+    );
     std::fs::write(&cfg, "[core]\nmax_pendin = 1\n").unwrap();
     let bad = toolcalls(&["local", "--config", cfg.to_str().unwrap()], Some(input));
     assert_eq!(bad.status.code(), Some(2));

@@ -34,7 +34,10 @@ struct ScopeState {
 
 impl ScopeState {
     fn is_empty(&self) -> bool {
-        self.ids.is_empty() && self.calls.is_empty() && self.loose.is_empty() && self.idem.is_empty()
+        self.ids.is_empty()
+            && self.calls.is_empty()
+            && self.loose.is_empty()
+            && self.idem.is_empty()
     }
 }
 
@@ -99,7 +102,10 @@ pub struct Correlator {
 #[derive(Debug, thiserror::Error)]
 pub enum RestoreError {
     #[error("changelog entry `{key}` is not a state entry of this version ({source}); the changelog topic was written by another program or version — point the processor at its own changelog topic")]
-    Decode { key: String, source: serde_json::Error },
+    Decode {
+        key: String,
+        source: serde_json::Error,
+    },
     #[error("changelog key `{0}` is not a state key; the changelog topic was written by another program")]
     Key(String),
 }
@@ -124,7 +130,10 @@ impl Correlator {
 
     /// An empty correlator that keeps no changelog (for the embedded mode and benchmarks).
     pub fn without_changelog(config: Config) -> Self {
-        Correlator { dirty: None, ..Correlator::new(config) }
+        Correlator {
+            dirty: None,
+            ..Correlator::new(config)
+        }
     }
 
     pub fn config(&self) -> &Config {
@@ -143,7 +152,10 @@ impl Correlator {
 
     /// Pending announced calls only.
     pub fn pending_calls(&self) -> usize {
-        self.live.values().filter(|l| matches!(l, Live::Call(_))).count()
+        self.live
+            .values()
+            .filter(|l| matches!(l, Live::Call(_)))
+            .count()
     }
 
     /// Closed call ids remembered for de-duplication.
@@ -198,9 +210,18 @@ impl Correlator {
         let seqs: Vec<u64> = self.live.keys().copied().collect();
         for seq in seqs {
             match self.live.get(&seq) {
-                Some(Live::Call(_)) => {
-                    self.close_call(seq, None, phase, Some(reason), Link { seq, strategy: Strategy::Unmatched, candidates: 0 }, out)
-                }
+                Some(Live::Call(_)) => self.close_call(
+                    seq,
+                    None,
+                    phase,
+                    Some(reason),
+                    Link {
+                        seq,
+                        strategy: Strategy::Unmatched,
+                        candidates: 0,
+                    },
+                    out,
+                ),
                 Some(Live::Loose(_)) => self.close_loose(seq, Phase::Orphaned, reason, out),
                 None => {}
             }
@@ -221,7 +242,10 @@ impl Correlator {
         let mut ops = Vec::with_capacity(dirty.len());
         for (seq, pos) in dirty {
             let (key, value) = if seq == META_SEQ {
-                let meta = Meta { stream_time: self.stream_time, next_seq: self.next_seq };
+                let meta = Meta {
+                    stream_time: self.stream_time,
+                    next_seq: self.next_seq,
+                };
                 (META_KEY.to_owned(), Some(encode(&EntryRef::Meta(&meta))))
             } else {
                 let value = match (self.live.get(&seq), self.closed.get(&seq)) {
@@ -250,8 +274,11 @@ impl Correlator {
             if key != META_KEY && key.parse::<u64>().is_err() {
                 return Err(RestoreError::Key(key.chars().take(64).collect()));
             }
-            let entry: Entry = serde_json::from_slice(value.as_ref())
-                .map_err(|source| RestoreError::Decode { key: key.chars().take(64).collect(), source })?;
+            let entry: Entry =
+                serde_json::from_slice(value.as_ref()).map_err(|source| RestoreError::Decode {
+                    key: key.chars().take(64).collect(),
+                    source,
+                })?;
             match entry {
                 Entry::Meta(m) => {
                     c.stream_time = m.stream_time;
@@ -313,27 +340,79 @@ impl Correlator {
     // Events
 
     fn dispatch(&mut self, event: Event, out: &mut Effects) -> Outcome {
-        let Event { source, session, thread, turn, call_id, time, attributes, body } = event;
-        let scope = self.intern(&ScopeKey { source, session, thread });
+        let Event {
+            source,
+            session,
+            thread,
+            turn,
+            call_id,
+            time,
+            attributes,
+            body,
+        } = event;
+        let scope = self.intern(&ScopeKey {
+            source,
+            session,
+            thread,
+        });
         match body {
-            EventBody::Announce(a) => self.on_announce(scope, turn, call_id, time, attributes, a, out),
-            EventBody::Completion(c) => self.on_completion(scope, turn, call_id, time, attributes, c, out),
-            EventBody::TurnEnd(_) => self.on_turn_end(&scope, turn.as_ref(), time, Deadline::TurnEnded),
-            EventBody::TurnAborted(_) => self.on_turn_end(&scope, turn.as_ref(), time, Deadline::TurnAborted),
+            EventBody::Announce(a) => {
+                self.on_announce(scope, turn, call_id, time, attributes, a, out)
+            }
+            EventBody::Completion(c) => {
+                self.on_completion(scope, turn, call_id, time, attributes, c, out)
+            }
+            EventBody::TurnEnd(_) => {
+                self.on_turn_end(&scope, turn.as_ref(), time, Deadline::TurnEnded)
+            }
+            EventBody::TurnAborted(_) => {
+                self.on_turn_end(&scope, turn.as_ref(), time, Deadline::TurnAborted)
+            }
             EventBody::ExecutionStart(s) => {
                 let fact = Fact::ExecStart { at: time };
-                self.on_fact(scope, turn, call_id, time, attributes, s.tool, None, Some(s.checksum), fact)
+                self.on_fact(
+                    scope,
+                    turn,
+                    call_id,
+                    time,
+                    attributes,
+                    s.tool,
+                    None,
+                    Some(s.checksum),
+                    fact,
+                )
             }
             EventBody::ExecutionEnd(e) => {
                 let fact = Fact::ExecEnd {
-                    end: ExecEnd { at: time, is_error: e.is_error, duration_ms: e.duration_ms },
+                    end: ExecEnd {
+                        at: time,
+                        is_error: e.is_error,
+                        duration_ms: e.duration_ms,
+                    },
                     started_at: e.started_at,
                 };
-                self.on_fact(scope, turn, call_id, time, attributes, e.tool, None, Some(e.checksum), fact)
+                self.on_fact(
+                    scope,
+                    turn,
+                    call_id,
+                    time,
+                    attributes,
+                    e.tool,
+                    None,
+                    Some(e.checksum),
+                    fact,
+                )
             }
             EventBody::Approval(a) => {
-                let fact = Fact::Approval { at: time, decision: a.decision, by: a.by, reason: a.reason };
-                self.on_fact(scope, turn, call_id, time, attributes, a.tool, a.args, a.checksum, fact)
+                let fact = Fact::Approval {
+                    at: time,
+                    decision: a.decision,
+                    by: a.by,
+                    reason: a.reason,
+                };
+                self.on_fact(
+                    scope, turn, call_id, time, attributes, a.tool, a.args, a.checksum, fact,
+                )
             }
             EventBody::HookDecision(h) => {
                 let fact = Fact::Hook {
@@ -346,7 +425,9 @@ impl Correlator {
                         at: time,
                     },
                 };
-                self.on_fact(scope, turn, call_id, time, attributes, h.tool, h.args, h.checksum, fact)
+                self.on_fact(
+                    scope, turn, call_id, time, attributes, h.tool, h.args, h.checksum, fact,
+                )
             }
         }
     }
@@ -375,11 +456,19 @@ impl Correlator {
                         call.duplicates += 1;
                         call.updated_at = call.updated_at.max(time);
                         if call.args.is_none() && a.args.is_some() {
-                            call.checksum = a.checksum.clone().or_else(|| Some(checksum_of(&a.tool, a.args.as_ref())));
+                            call.checksum = a
+                                .checksum
+                                .clone()
+                                .or_else(|| Some(checksum_of(&a.tool, a.args.as_ref())));
                             call.args = a.args;
                             let (created, checksum) = (call.created_at, call.checksum.clone());
-                            if let (Some(cs), Some(state)) = (checksum, self.scopes.get_mut(&scope)) {
-                                state.by_checksum.entry(cs).or_default().insert((created, seq));
+                            if let (Some(cs), Some(state)) = (checksum, self.scopes.get_mut(&scope))
+                            {
+                                state
+                                    .by_checksum
+                                    .entry(cs)
+                                    .or_default()
+                                    .insert((created, seq));
                             }
                         }
                         self.touch(seq);
@@ -392,7 +481,10 @@ impl Correlator {
         }
 
         // Idempotency key: a retry inside the window collapses into the first call's record.
-        let idem_key = a.side_effects.as_ref().and_then(|s| s.idempotency_key.clone());
+        let idem_key = a
+            .side_effects
+            .as_ref()
+            .and_then(|s| s.idempotency_key.clone());
         if let Some(key) = &idem_key {
             if let Some(outcome) = self.collapse(&scope, key, call_id.as_ref(), time, out) {
                 return outcome;
@@ -404,8 +496,15 @@ impl Correlator {
             Some(id) => id.as_str().to_owned(),
             None => format!("@{}:{}", self.pos.topic, self.pos.offset),
         };
-        let record_id = RecordId::derive(&scope.source, &scope.session, scope.thread.as_ref(), &call_key);
-        let checksum = a.checksum.or_else(|| a.args.as_ref().map(|args| checksum_of(&a.tool, Some(args))));
+        let record_id = RecordId::derive(
+            &scope.source,
+            &scope.session,
+            scope.thread.as_ref(),
+            &call_key,
+        );
+        let checksum = a
+            .checksum
+            .or_else(|| a.args.as_ref().map(|args| checksum_of(&a.tool, Some(args))));
         let call = Box::new(Call {
             scope: scope.clone(),
             seq,
@@ -530,7 +629,11 @@ impl Correlator {
                     Some(Live::Call(call)) => {
                         call.events += 1;
                         merge_attributes(&mut call.attributes, attributes);
-                        let link = Link { seq, strategy: Strategy::CallId, candidates: 1 };
+                        let link = Link {
+                            seq,
+                            strategy: Strategy::CallId,
+                            candidates: 1,
+                        };
                         self.finish_with(seq, Some(done), link, out);
                         return Outcome::Matched(Strategy::CallId);
                     }
@@ -579,7 +682,18 @@ impl Correlator {
         }
 
         // 5. Nothing to link to yet: wait for the announce.
-        self.park(scope, turn, call_id, time, attributes, c.tool, c.args, checksum, Some(done), None);
+        self.park(
+            scope,
+            turn,
+            call_id,
+            time,
+            attributes,
+            c.tool,
+            c.args,
+            checksum,
+            Some(done),
+            None,
+        );
         Outcome::Pending
     }
 
@@ -630,7 +744,11 @@ impl Correlator {
             turn: turn.as_ref(),
             checksum: checksum.as_ref(),
             // A tool name alone is a weak hint for facts; use it only when there is no checksum.
-            tool: if checksum.is_none() { tool.as_deref() } else { None },
+            tool: if checksum.is_none() {
+                tool.as_deref()
+            } else {
+                None
+            },
             oldest: false,
             fact: Some(&fact),
         };
@@ -638,18 +756,37 @@ impl Correlator {
             self.merge_fact(link.seq, fact, time, attributes);
             return Outcome::Merged;
         }
-        self.park(scope, turn, call_id, time, attributes, tool, args, checksum, None, Some(fact));
+        self.park(
+            scope,
+            turn,
+            call_id,
+            time,
+            attributes,
+            tool,
+            args,
+            checksum,
+            None,
+            Some(fact),
+        );
         Outcome::Pending
     }
 
-    fn on_turn_end(&mut self, scope: &Arc<ScopeKey>, turn: Option<&TurnId>, time: Timestamp, why: Deadline) -> Outcome {
+    fn on_turn_end(
+        &mut self,
+        scope: &Arc<ScopeKey>,
+        turn: Option<&TurnId>,
+        time: Timestamp,
+        why: Deadline,
+    ) -> Outcome {
         let Some(state) = self.scopes.get(scope) else {
             return Outcome::Applied;
         };
         let at = time.plus_millis(self.config.turn_grace_ms);
         let seqs: Vec<u64> = state.calls.iter().map(|&(_, seq)| seq).collect();
         for seq in seqs {
-            let Some(Live::Call(call)) = self.live.get_mut(&seq) else { continue };
+            let Some(Live::Call(call)) = self.live.get_mut(&seq) else {
+                continue;
+            };
             if turn.is_some() && call.turn.as_ref() != turn {
                 continue;
             }
@@ -679,7 +816,9 @@ impl Correlator {
     fn find_call(&self, scope: &Arc<ScopeKey>, hints: &Hints<'_>) -> Option<Link> {
         let state = self.scopes.get(scope)?;
         let fits = |seq: u64| -> Option<&Call> {
-            let Some(Live::Call(call)) = self.live.get(&seq) else { return None };
+            let Some(Live::Call(call)) = self.live.get(&seq) else {
+                return None;
+            };
             if hints.call_id.is_some() && (call.call_id.is_some() || !call.aliases.is_empty()) {
                 return None; // two different ids are two different calls
             }
@@ -702,15 +841,27 @@ impl Correlator {
                     first_lacking = Some(seq);
                 }
             }
-            first_lacking.or(first).map(|seq| Link { seq, strategy, candidates })
+            first_lacking.or(first).map(|seq| Link {
+                seq,
+                strategy,
+                candidates,
+            })
         };
         if let Some(cs) = hints.checksum {
-            if let Some(link) = state.by_checksum.get(cs).and_then(|set| pick(set, Strategy::Checksum)) {
+            if let Some(link) = state
+                .by_checksum
+                .get(cs)
+                .and_then(|set| pick(set, Strategy::Checksum))
+            {
                 return Some(link);
             }
         }
         if let Some(tool) = hints.tool {
-            if let Some(link) = state.by_tool.get(tool).and_then(|set| pick(set, Strategy::ToolFifo)) {
+            if let Some(link) = state
+                .by_tool
+                .get(tool)
+                .and_then(|set| pick(set, Strategy::ToolFifo))
+            {
                 return Some(link);
             }
         }
@@ -729,8 +880,16 @@ impl Correlator {
         if let Some(id) = &call.call_id {
             if let Some(&seq) = state.ids.get(id) {
                 if let Some(Live::Loose(loose)) = self.live.get(&seq) {
-                    let link = Link { seq, strategy: Strategy::CallId, candidates: 1 };
-                    return if loose.done.is_some() { (Some(link), Vec::new()) } else { (None, vec![seq]) };
+                    let link = Link {
+                        seq,
+                        strategy: Strategy::CallId,
+                        candidates: 1,
+                    };
+                    return if loose.done.is_some() {
+                        (Some(link), Vec::new())
+                    } else {
+                        (None, vec![seq])
+                    };
                 }
             }
         }
@@ -745,7 +904,9 @@ impl Correlator {
         let mut counts = [0u32; 3];
         let mut facts = Vec::new();
         for &seq in &state.loose {
-            let Some(Live::Loose(loose)) = self.live.get(&seq) else { continue };
+            let Some(Live::Loose(loose)) = self.live.get(&seq) else {
+                continue;
+            };
             if !fits(loose) {
                 continue;
             }
@@ -777,7 +938,11 @@ impl Correlator {
         }
         let strategies = [Strategy::Checksum, Strategy::ToolFifo, Strategy::Oldest];
         let link = (0..3).find_map(|rule| {
-            best[rule].map(|(_, seq)| Link { seq, strategy: strategies[rule], candidates: counts[rule] })
+            best[rule].map(|(_, seq)| Link {
+                seq,
+                strategy: strategies[rule],
+                candidates: counts[rule],
+            })
         });
         (link, facts)
     }
@@ -787,9 +952,20 @@ impl Correlator {
 
     /// Moves a loose group into the call `seq`: its facts are merged, its result returned.
     fn absorb_loose(&mut self, seq: u64, loose_seq: u64) -> Option<Done> {
-        let Some(Live::Loose(loose)) = self.remove_live(loose_seq) else { return None };
+        let Some(Live::Loose(loose)) = self.remove_live(loose_seq) else {
+            return None;
+        };
         self.touch(loose_seq);
-        let Loose { call_id, facts, done, events, duplicates, updated_at, attributes, .. } = *loose;
+        let Loose {
+            call_id,
+            facts,
+            done,
+            events,
+            duplicates,
+            updated_at,
+            attributes,
+            ..
+        } = *loose;
         for fact in facts {
             self.apply_fact(seq, fact);
         }
@@ -811,7 +987,13 @@ impl Correlator {
         done
     }
 
-    fn merge_fact(&mut self, seq: u64, fact: Fact, time: Timestamp, attributes: Option<Map<String, Value>>) {
+    fn merge_fact(
+        &mut self,
+        seq: u64,
+        fact: Fact,
+        time: Timestamp,
+        attributes: Option<Map<String, Value>>,
+    ) {
         if let Some(Live::Call(call)) = self.live.get_mut(&seq) {
             call.events += 1;
             call.updated_at = call.updated_at.max(time);
@@ -823,7 +1005,9 @@ impl Correlator {
     /// Applies a fact to a pending call; a denial shortens its deadline.
     fn apply_fact(&mut self, seq: u64, fact: Fact) {
         let grace = self.config.turn_grace_ms;
-        let Some(Live::Call(call)) = self.live.get_mut(&seq) else { return };
+        let Some(Live::Call(call)) = self.live.get_mut(&seq) else {
+            return;
+        };
         let mut deny_at = None;
         match fact {
             Fact::ExecStart { at } => {
@@ -835,7 +1019,12 @@ impl Correlator {
                 }
                 call.exec_end = Some(end);
             }
-            Fact::Approval { at, decision, by, reason } => {
+            Fact::Approval {
+                at,
+                decision,
+                by,
+                reason,
+            } => {
                 let approval = call.approval.get_or_insert(ApprovalState {
                     required: true,
                     status: decision,
@@ -901,7 +1090,8 @@ impl Correlator {
             Some(id) => id.as_str().to_owned(),
             None => format!("@{}:{}", self.pos.topic, self.pos.offset),
         };
-        let record_id = RecordId::derive(&scope.source, &scope.session, scope.thread.as_ref(), &key);
+        let record_id =
+            RecordId::derive(&scope.source, &scope.session, scope.thread.as_ref(), &key);
         let loose = Box::new(Loose {
             scope,
             seq,
@@ -927,7 +1117,9 @@ impl Correlator {
 
     /// Closes a pending call with its result (or without one), publishing its record.
     fn finish_with(&mut self, seq: u64, done: Option<Done>, link: Link, out: &mut Effects) {
-        let Some(Live::Call(call)) = self.live.get_mut(&seq) else { return };
+        let Some(Live::Call(call)) = self.live.get_mut(&seq) else {
+            return;
+        };
         if let Some(d) = &done {
             call.updated_at = call.updated_at.max(d.at);
         }
@@ -941,24 +1133,37 @@ impl Correlator {
         self.close_call(seq, done, phase, None, link, out);
     }
 
-    fn close_call(&mut self, seq: u64, done: Option<Done>, phase: Phase, reason: Option<&str>, link: Link, out: &mut Effects) {
-        let Some(Live::Call(call)) = self.remove_live(seq) else { return };
+    fn close_call(
+        &mut self,
+        seq: u64,
+        done: Option<Done>,
+        phase: Phase,
+        reason: Option<&str>,
+        link: Link,
+        out: &mut Effects,
+    ) {
+        let Some(Live::Call(call)) = self.remove_live(seq) else {
+            return;
+        };
         self.touch(seq);
-        let record = record_of_call(&call, done.as_ref(), phase, reason, link);
         let mut ids: Vec<CallId> = call.call_id.iter().cloned().collect();
         ids.extend(call.aliases.iter().cloned());
         let idem = call.idempotency_key().map(str::to_owned);
+        let (scope, record_id, updated_at) = (call.scope.clone(), call.record_id, call.updated_at);
+        let record = record_of_call(*call, done, phase, reason, link);
         if !ids.is_empty() || idem.is_some() {
             let window = if idem.is_some() {
-                self.config.dedupe_window_ms.max(self.config.idempotency_window_ms)
+                self.config
+                    .dedupe_window_ms
+                    .max(self.config.idempotency_window_ms)
             } else {
                 self.config.dedupe_window_ms
             };
-            let expires = self.stream_time.unwrap_or(call.updated_at).plus_millis(window);
+            let expires = self.stream_time.unwrap_or(updated_at).plus_millis(window);
             let closed = Closed {
-                scope: call.scope.clone(),
+                scope,
                 seq,
-                record_id: call.record_id,
+                record_id,
                 ids,
                 record: idem.is_some().then(|| Box::new(record.clone())),
                 idempotency_key: idem,
@@ -966,28 +1171,39 @@ impl Correlator {
             };
             self.insert_closed(closed);
         } else {
-            self.drop_scope_if_empty(&call.scope);
+            self.drop_scope_if_empty(&scope);
         }
         out.records.push(record);
     }
 
     fn close_loose(&mut self, seq: u64, phase: Phase, reason: &str, out: &mut Effects) {
-        let Some(Live::Loose(loose)) = self.remove_live(seq) else { return };
+        let Some(Live::Loose(loose)) = self.remove_live(seq) else {
+            return;
+        };
         self.touch(seq);
-        out.records.push(record_of_loose(&loose, phase, reason));
-        if let Some(id) = &loose.call_id {
-            let expires = self.stream_time.unwrap_or(loose.updated_at).plus_millis(self.config.dedupe_window_ms);
+        let (scope, record_id, updated_at, call_id) = (
+            loose.scope.clone(),
+            loose.record_id,
+            loose.updated_at,
+            loose.call_id.clone(),
+        );
+        out.records.push(record_of_loose(*loose, phase, reason));
+        if let Some(id) = call_id {
+            let expires = self
+                .stream_time
+                .unwrap_or(updated_at)
+                .plus_millis(self.config.dedupe_window_ms);
             self.insert_closed(Closed {
-                scope: loose.scope.clone(),
+                scope,
                 seq,
-                record_id: loose.record_id,
-                ids: vec![id.clone()],
+                record_id,
+                ids: vec![id],
                 idempotency_key: None,
                 record: None,
                 expires,
             });
         } else {
-            self.drop_scope_if_empty(&loose.scope);
+            self.drop_scope_if_empty(&scope);
         }
     }
 
@@ -1002,15 +1218,28 @@ impl Correlator {
                 match live {
                     Live::Call(call) => {
                         let (phase, reason) = match call.why {
-                            Deadline::Timeout => (Phase::TimedOut, "no result within the call timeout"),
-                            Deadline::TurnEnded => (Phase::Interrupted, "turn ended without a result"),
+                            Deadline::Timeout => {
+                                (Phase::TimedOut, "no result within the call timeout")
+                            }
+                            Deadline::TurnEnded => {
+                                (Phase::Interrupted, "turn ended without a result")
+                            }
                             Deadline::TurnAborted => (Phase::Interrupted, "turn aborted"),
                             Deadline::Denied => (Phase::Denied, "denied; no result reported"),
                         };
-                        let link = Link { seq, strategy: Strategy::Unmatched, candidates: 0 };
+                        let link = Link {
+                            seq,
+                            strategy: Strategy::Unmatched,
+                            candidates: 0,
+                        };
                         self.close_call(seq, None, phase, Some(reason), link, out);
                     }
-                    Live::Loose(_) => self.close_loose(seq, Phase::Orphaned, "no matching announce within the orphan grace", out),
+                    Live::Loose(_) => self.close_loose(
+                        seq,
+                        Phase::Orphaned,
+                        "no matching announce within the orphan grace",
+                        out,
+                    ),
                 }
             } else if self.closed.contains_key(&seq) {
                 self.expire_closed(seq);
@@ -1020,18 +1249,26 @@ impl Correlator {
 
     fn enforce_caps(&mut self, out: &mut Effects) {
         while self.live.len() > self.config.max_pending {
-            let Some((&seq, live)) = self.live.first_key_value() else { break };
+            let Some((&seq, live)) = self.live.first_key_value() else {
+                break;
+            };
             let reason = "evicted: the partition's pending-state cap was reached";
             match live {
                 Live::Call(_) => {
-                    let link = Link { seq, strategy: Strategy::Unmatched, candidates: 0 };
+                    let link = Link {
+                        seq,
+                        strategy: Strategy::Unmatched,
+                        candidates: 0,
+                    };
                     self.close_call(seq, None, Phase::Evicted, Some(reason), link, out);
                 }
                 Live::Loose(_) => self.close_loose(seq, Phase::Evicted, reason, out),
             }
         }
         while self.closed.len() > self.config.max_remembered {
-            let Some(&seq) = self.closed.keys().next() else { break };
+            let Some(&seq) = self.closed.keys().next() else {
+                break;
+            };
             self.expire_closed(seq);
         }
     }
@@ -1066,9 +1303,26 @@ impl Correlator {
         let at = (call.created_at, seq);
         state.calls.insert(at);
         if let Some(cs) = &call.checksum {
-            state.by_checksum.entry(cs.clone()).or_default().insert(at);
+            match state.by_checksum.get_mut(cs) {
+                Some(set) => {
+                    set.insert(at);
+                }
+                None => {
+                    state.by_checksum.insert(cs.clone(), BTreeSet::from([at]));
+                }
+            }
         }
-        state.by_tool.entry(call.tool.clone()).or_default().insert(at);
+        // Look up before inserting: the key is cloned only for a tool the scope has not seen.
+        match state.by_tool.get_mut(call.tool.as_str()) {
+            Some(set) => {
+                set.insert(at);
+            }
+            None => {
+                state
+                    .by_tool
+                    .insert(call.tool.clone(), BTreeSet::from([at]));
+            }
+        }
         for id in call.call_id.iter().chain(call.aliases.iter()) {
             state.ids.insert(id.clone(), seq);
         }
@@ -1152,7 +1406,9 @@ impl Correlator {
     }
 
     fn expire_closed(&mut self, seq: u64) {
-        let Some(closed) = self.closed.remove(&seq) else { return };
+        let Some(closed) = self.closed.remove(&seq) else {
+            return;
+        };
         self.timers.remove(&(closed.expires, seq));
         self.touch(seq);
         if let Some(state) = self.scopes.get_mut(&closed.scope) {
@@ -1177,7 +1433,10 @@ impl Correlator {
     }
 }
 
-fn remove_from<K: std::hash::Hash + Eq + std::borrow::Borrow<Q>, Q: std::hash::Hash + Eq + ?Sized>(
+fn remove_from<
+    K: std::hash::Hash + Eq + std::borrow::Borrow<Q>,
+    Q: std::hash::Hash + Eq + ?Sized,
+>(
     map: &mut HashMap<K, BTreeSet<(Timestamp, u64)>>,
     key: &Q,
     at: (Timestamp, u64),
@@ -1197,7 +1456,10 @@ fn lacks(call: &Call, fact: &Fact) -> bool {
         Fact::ExecEnd { .. } => call.exec_end.is_none(),
         Fact::Approval { decision, .. } => match decision {
             ApprovalDecision::Requested => call.approval.is_none(),
-            _ => call.approval.as_ref().is_none_or(|a| a.status == ApprovalDecision::Requested),
+            _ => call
+                .approval
+                .as_ref()
+                .is_none_or(|a| a.status == ApprovalDecision::Requested),
         },
         Fact::Hook { entry } => !call.hooks.iter().any(|h| h.hook == entry.hook),
     }
@@ -1222,7 +1484,12 @@ fn value_bytes(v: &Value) -> usize {
         Value::Null | Value::Bool(_) | Value::Number(_) => NODE,
         Value::String(s) => NODE + s.len(),
         Value::Array(a) => NODE + a.iter().map(value_bytes).sum::<usize>(),
-        Value::Object(o) => NODE + o.iter().map(|(k, v)| k.len() + 3 * 8 + value_bytes(v)).sum::<usize>(),
+        Value::Object(o) => {
+            NODE + o
+                .iter()
+                .map(|(k, v)| k.len() + 3 * 8 + value_bytes(v))
+                .sum::<usize>()
+        }
     }
 }
 
@@ -1240,86 +1507,122 @@ fn loose_bytes(loose: &Loose) -> usize {
         + loose.key.len()
         + loose.call_id.as_ref().map_or(0, |c| c.as_str().len())
         + loose.args.as_ref().map_or(0, value_bytes)
-        + loose.done.as_ref().and_then(|d| d.result.as_ref()).map_or(0, value_bytes)
+        + loose
+            .done
+            .as_ref()
+            .and_then(|d| d.result.as_ref())
+            .map_or(0, value_bytes)
 }
 
-fn approval_of_facts(facts: &[Fact]) -> (Option<ApprovalState>, Vec<HookDecisionEntry>, Option<Timestamp>, Option<ExecEnd>) {
+fn approval_of_facts(
+    facts: Vec<Fact>,
+) -> (
+    Option<ApprovalState>,
+    Vec<HookDecisionEntry>,
+    Option<Timestamp>,
+    Option<ExecEnd>,
+) {
     let mut approval: Option<ApprovalState> = None;
     let mut hooks = Vec::new();
     let mut started = None;
     let mut end = None;
     for fact in facts {
         match fact {
-            Fact::ExecStart { at } => started = Some(*at),
+            Fact::ExecStart { at } => started = Some(at),
             Fact::ExecEnd { end: e, started_at } => {
-                end = Some(e.clone());
-                started = started.or(*started_at);
+                end = Some(e);
+                started = started.or(started_at);
             }
-            Fact::Approval { at, decision, by, reason } => {
+            Fact::Approval {
+                at,
+                decision,
+                by,
+                reason,
+            } => {
                 let a = approval.get_or_insert(ApprovalState {
                     required: true,
-                    status: *decision,
+                    status: decision,
                     requested_at: None,
                     approved_by: None,
                     approved_at: None,
                     reason: None,
                 });
-                if *decision == ApprovalDecision::Requested {
-                    a.requested_at = Some(*at);
+                if decision == ApprovalDecision::Requested {
+                    a.requested_at = Some(at);
                 } else {
-                    a.status = *decision;
-                    a.approved_by = by.clone();
-                    a.approved_at = Some(*at);
-                    a.reason = reason.clone();
+                    a.status = decision;
+                    a.approved_by = by;
+                    a.approved_at = Some(at);
+                    a.reason = reason;
                 }
             }
-            Fact::Hook { entry } => hooks.push(entry.clone()),
+            Fact::Hook { entry } => hooks.push(entry),
         }
     }
     (approval, hooks, started, end)
 }
 
-fn record_of_call(call: &Call, done: Option<&Done>, phase: Phase, reason: Option<&str>, link: Link) -> ToolCallRecord {
-    let started_at = done.and_then(|d| d.started_at).or(call.started_at).or(Some(call.created_at));
-    let completed_at = done.map(|d| d.at).or(call.exec_end.as_ref().map(|e| e.at));
+fn record_of_call(
+    call: Call,
+    done: Option<Done>,
+    phase: Phase,
+    reason: Option<&str>,
+    link: Link,
+) -> ToolCallRecord {
+    let started_at = done
+        .as_ref()
+        .and_then(|d| d.started_at)
+        .or(call.started_at)
+        .or(Some(call.created_at));
+    let completed_at = done
+        .as_ref()
+        .map(|d| d.at)
+        .or(call.exec_end.as_ref().map(|e| e.at));
     let duration_ms = done
+        .as_ref()
         .and_then(|d| d.duration_ms)
         .or(call.exec_end.as_ref().and_then(|e| e.duration_ms))
         .or_else(|| Some(completed_at?.millis_since(started_at?)));
-    let is_error = done.map_or(call.exec_end.as_ref().is_some_and(|e| e.is_error), |d| d.is_error);
-    let side_effects = call.side_effects.clone().unwrap_or_default();
+    let is_error = done
+        .as_ref()
+        .map_or(call.exec_end.as_ref().is_some_and(|e| e.is_error), |d| {
+            d.is_error
+        });
+    let side_effects = call.side_effects.unwrap_or_default();
+    let replay = ReplayPolicy::derive(&side_effects);
+    let scope = Arc::unwrap_or_clone(call.scope);
     ToolCallRecord {
         api_version: toolcalls_model::record::API_VERSION.to_owned(),
         kind: toolcalls_model::record::KIND.to_owned(),
         metadata: Metadata {
             name: call.record_id,
             revision: 1,
-            source: call.scope.source.clone(),
-            session: call.scope.session.clone(),
-            thread: call.scope.thread.clone(),
-            turn: call.turn.clone(),
+            source: scope.source,
+            session: scope.session,
+            thread: scope.thread,
+            turn: call.turn,
         },
-        stream_id: call.call_id.clone(),
-        checksum: call.checksum.clone(),
+        stream_id: call.call_id,
+        checksum: call.checksum,
         created_at: call.created_at,
         updated_at: call.updated_at,
         spec: Spec {
-            execution_ref: call.execution.clone().map(|name| Ref { name }),
-            agent_ref: call.agent.clone().map(|name| Ref { name }),
-            tool_ref: Some(Ref { name: call.tool.clone() }),
-            input: call.args.clone(),
-            side_effects: side_effects.clone(),
-            approval: call.approval.clone(),
-            hook_context: call.hook_context.clone(),
+            execution_ref: call.execution.map(|name| Ref { name }),
+            agent_ref: call.agent.map(|name| Ref { name }),
+            tool_ref: Some(Ref { name: call.tool }),
+            input: call.args,
+            side_effects,
+            approval: call.approval,
+            hook_context: call.hook_context,
         },
         status: Status {
             phase,
             started_at,
             completed_at,
             duration_ms,
-            output: done.and_then(|d| d.result.clone()),
+            output: done.and_then(|d| d.result),
             is_error,
-            hook_decisions: call.hooks.clone(),
+            hook_decisions: call.hooks,
             reason: reason.map(str::to_owned),
         },
         correlation: Correlation {
@@ -1329,42 +1632,47 @@ fn record_of_call(call: &Call, done: Option<&Done>, phase: Phase, reason: Option
             events_merged: call.events,
             duplicates: call.duplicates,
             attempts: call.attempts,
-            key: call.key.clone(),
+            key: call.key,
         },
-        replay: ReplayPolicy::derive(&side_effects),
-        attributes: call.attributes.clone(),
+        replay,
+        attributes: call.attributes,
     }
 }
 
-fn record_of_loose(loose: &Loose, phase: Phase, reason: &str) -> ToolCallRecord {
-    let (approval, hooks, started, end) = approval_of_facts(&loose.facts);
-    let done = loose.done.as_ref();
-    let started_at = done.and_then(|d| d.started_at).or(started);
-    let completed_at = done.map(|d| d.at).or(end.as_ref().map(|e| e.at));
+fn record_of_loose(loose: Loose, phase: Phase, reason: &str) -> ToolCallRecord {
+    let (approval, hooks, started, end) = approval_of_facts(loose.facts);
+    let done = loose.done;
+    let started_at = done.as_ref().and_then(|d| d.started_at).or(started);
+    let completed_at = done.as_ref().map(|d| d.at).or(end.as_ref().map(|e| e.at));
     let duration_ms = done
+        .as_ref()
         .and_then(|d| d.duration_ms)
         .or(end.as_ref().and_then(|e| e.duration_ms))
         .or_else(|| Some(completed_at?.millis_since(started_at?)));
+    let is_error = done
+        .as_ref()
+        .map_or(end.as_ref().is_some_and(|e| e.is_error), |d| d.is_error);
+    let scope = Arc::unwrap_or_clone(loose.scope);
     ToolCallRecord {
         api_version: toolcalls_model::record::API_VERSION.to_owned(),
         kind: toolcalls_model::record::KIND.to_owned(),
         metadata: Metadata {
             name: loose.record_id,
             revision: 1,
-            source: loose.scope.source.clone(),
-            session: loose.scope.session.clone(),
-            thread: loose.scope.thread.clone(),
-            turn: loose.turn.clone(),
+            source: scope.source,
+            session: scope.session,
+            thread: scope.thread,
+            turn: loose.turn,
         },
-        stream_id: loose.call_id.clone(),
-        checksum: loose.checksum.clone(),
+        stream_id: loose.call_id,
+        checksum: loose.checksum,
         created_at: loose.first_at,
         updated_at: loose.updated_at,
         spec: Spec {
             execution_ref: None,
             agent_ref: None,
-            tool_ref: loose.tool.clone().map(|name| Ref { name }),
-            input: loose.args.clone(),
+            tool_ref: loose.tool.map(|name| Ref { name }),
+            input: loose.args,
             side_effects: Default::default(),
             approval,
             hook_context: None,
@@ -1374,8 +1682,8 @@ fn record_of_loose(loose: &Loose, phase: Phase, reason: &str) -> ToolCallRecord 
             started_at,
             completed_at,
             duration_ms,
-            output: done.and_then(|d| d.result.clone()),
-            is_error: done.map_or(end.as_ref().is_some_and(|e| e.is_error), |d| d.is_error),
+            output: done.and_then(|d| d.result),
+            is_error,
             hook_decisions: hooks,
             reason: Some(reason.to_owned()),
         },
@@ -1386,10 +1694,10 @@ fn record_of_loose(loose: &Loose, phase: Phase, reason: &str) -> ToolCallRecord 
             events_merged: loose.events,
             duplicates: loose.duplicates,
             attempts: 1,
-            key: loose.key.clone(),
+            key: loose.key,
         },
         replay: ReplayPolicy::RequiresOverride,
-        attributes: loose.attributes.clone(),
+        attributes: loose.attributes,
     }
 }
 
@@ -1397,13 +1705,25 @@ fn record_of_loose(loose: &Loose, phase: Phase, reason: &str) -> ToolCallRecord 
 fn view(live: &Live) -> ToolCallRecord {
     match live {
         Live::Call(call) => {
-            let phase = if call.started_at.is_some() { Phase::Running } else { Phase::Pending };
-            let link = Link { seq: call.seq, strategy: Strategy::Unmatched, candidates: 0 };
-            let mut r = record_of_call(call, None, phase, None, link);
+            let phase = if call.started_at.is_some() {
+                Phase::Running
+            } else {
+                Phase::Pending
+            };
+            let link = Link {
+                seq: call.seq,
+                strategy: Strategy::Unmatched,
+                candidates: 0,
+            };
+            let mut r = record_of_call((**call).clone(), None, phase, None, link);
             r.status.completed_at = None;
             r.status.duration_ms = None;
             r
         }
-        Live::Loose(loose) => record_of_loose(loose, Phase::Pending, "waiting for its announce"),
+        Live::Loose(loose) => record_of_loose(
+            (**loose).clone(),
+            Phase::Pending,
+            "waiting for its announce",
+        ),
     }
 }

@@ -110,7 +110,9 @@ impl Config {
 /// Where an input event came from: the index of its input topic (0 = announce, 1 = completion, as
 /// the runtime numbers them) and its offset. Record keys of calls without ids and changelog
 /// positions are derived from it, so it must be stable across replays.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+)]
 pub struct Position {
     pub topic: u16,
     pub offset: i64,

@@ -29,7 +29,11 @@ pub struct Replay {
 
 /// Applies `events` in order to one correlator (positions `0:0`, `0:1`, …) and closes what is
 /// still pending by `finish`.
-pub fn replay(config: &Config, events: impl IntoIterator<Item = Event>, finish: FinishMode) -> Replay {
+pub fn replay(
+    config: &Config,
+    events: impl IntoIterator<Item = Event>,
+    finish: FinishMode,
+) -> Replay {
     let mut c = Correlator::without_changelog(config.clone());
     let mut out = Effects::default();
     let mut outcomes = Vec::new();
@@ -42,5 +46,9 @@ pub fn replay(config: &Config, events: impl IntoIterator<Item = Event>, finish: 
         FinishMode::Interrupt => c.close_all(Phase::Interrupted, "input ended", &mut out),
         FinishMode::Keep => pending = c.pending_views().collect(),
     }
-    Replay { records: out.records, outcomes, pending }
+    Replay {
+        records: out.records,
+        outcomes,
+        pending,
+    }
 }

@@ -116,10 +116,22 @@ pub(crate) struct Done {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub(crate) enum Fact {
-    ExecStart { at: Timestamp },
-    ExecEnd { end: ExecEnd, started_at: Option<Timestamp> },
-    Approval { at: Timestamp, decision: toolcalls_model::ApprovalDecision, by: Option<String>, reason: Option<String> },
-    Hook { entry: HookDecisionEntry },
+    ExecStart {
+        at: Timestamp,
+    },
+    ExecEnd {
+        end: ExecEnd,
+        started_at: Option<Timestamp>,
+    },
+    Approval {
+        at: Timestamp,
+        decision: toolcalls_model::ApprovalDecision,
+        by: Option<String>,
+        reason: Option<String>,
+    },
+    Hook {
+        entry: HookDecisionEntry,
+    },
 }
 
 /// Events about a call that has not been announced (yet): a result, and/or other facts. Events

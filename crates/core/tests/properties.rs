@@ -17,10 +17,17 @@ use proptest::strategy::Strategy as Gen;
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use toolcalls_core::{replay, Config, Correlator, Effects, FinishMode, Outcome, Position};
-use toolcalls_model::{Announce, Completion, Event, Phase, RecordId, SideEffectLevel, SideEffects, Strategy, Timestamp, ToolCallRecord};
+use toolcalls_model::{
+    Announce, Completion, Event, Phase, RecordId, SideEffectLevel, SideEffects, Strategy,
+    Timestamp, ToolCallRecord,
+};
 
 fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(0).max(1_000)
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+        .max(1_000)
 }
 
 /// One generated call of a session.
@@ -44,12 +51,32 @@ struct CallSpec {
 
 fn call_spec(ids: bool) -> impl Gen<Value = CallSpec> {
     (
-        (0u8..2, 0u8..2, 0u8..3, 0u8..3, prop::bool::weighted(if ids { 1.0 } else { 0.6 })),
-        (prop::bool::weighted(0.95), prop::bool::weighted(0.9), prop::bool::weighted(0.1), 0u8..3, 0u16..400),
-        (prop::bool::weighted(0.1), prop::bool::weighted(0.1), prop::option::weighted(0.1, 0u8..2)),
+        (
+            0u8..2,
+            0u8..2,
+            0u8..3,
+            0u8..3,
+            prop::bool::weighted(if ids { 1.0 } else { 0.6 }),
+        ),
+        (
+            prop::bool::weighted(0.95),
+            prop::bool::weighted(0.9),
+            prop::bool::weighted(0.1),
+            0u8..3,
+            0u16..400,
+        ),
+        (
+            prop::bool::weighted(0.1),
+            prop::bool::weighted(0.1),
+            prop::option::weighted(0.1, 0u8..2),
+        ),
     )
         .prop_map(
-            |((session, turn, tool, args, with_id), (announce, completes, is_error, hints, delay), (dup_announce, dup_completion, idem))| CallSpec {
+            |(
+                (session, turn, tool, args, with_id),
+                (announce, completes, is_error, hints, delay),
+                (dup_announce, dup_completion, idem),
+            )| CallSpec {
                 session,
                 turn,
                 tool,
@@ -141,7 +168,11 @@ fn interleave(a: Vec<Event>, b: Vec<Event>, flips: &[bool]) -> Vec<Event> {
             _ => flips.get(i).copied().unwrap_or(true),
         };
         i += 1;
-        out.push(if take_a { a.next().unwrap() } else { b.next().unwrap() });
+        out.push(if take_a {
+            a.next().unwrap()
+        } else {
+            b.next().unwrap()
+        });
     }
     out
 }
@@ -161,7 +192,12 @@ fn tight() -> Config {
 
 /// Deadlines longer than any generated stream: nothing fires before the end.
 fn loose() -> Config {
-    Config { call_timeout_ms: 1_000_000, orphan_grace_ms: 1_000_000, max_pending: 10_000, ..tight() }
+    Config {
+        call_timeout_ms: 1_000_000,
+        orphan_grace_ms: 1_000_000,
+        max_pending: 10_000,
+        ..tight()
+    }
 }
 
 /// The latest revision of every record, by id.

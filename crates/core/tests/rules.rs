@@ -10,9 +10,20 @@ use toolcalls_model::*;
 #[test]
 fn call_id_links_announce_and_completion() {
     let mut h = Harness::new();
-    assert_eq!(h.apply(ev("s").id("toolu_1").at(0).announce("Read", json!({"path": "a"}))), Outcome::Pending);
+    assert_eq!(
+        h.apply(
+            ev("s")
+                .id("toolu_1")
+                .at(0)
+                .announce("Read", json!({"path": "a"}))
+        ),
+        Outcome::Pending
+    );
     assert!(h.take().is_empty());
-    assert_eq!(h.apply(ev("s").id("toolu_1").at(40).done(json!("text"))), Outcome::Matched(Strategy::CallId));
+    assert_eq!(
+        h.apply(ev("s").id("toolu_1").at(40).done(json!("text"))),
+        Outcome::Matched(Strategy::CallId)
+    );
     let r = h.one();
     assert_eq!(r.status.phase, Phase::Succeeded);
     assert_eq!(r.correlation.strategy, Strategy::CallId);
@@ -21,21 +32,43 @@ fn call_id_links_announce_and_completion() {
     assert_eq!(r.stream_id.as_ref().map(CallId::as_str), Some("toolu_1"));
     assert_eq!(r.status.output, Some(json!("text")));
     assert_eq!(r.status.duration_ms, Some(40));
-    assert_eq!(r.checksum, Some(checksum_of("Read", Some(&json!({"path": "a"})))));
-    assert_eq!(r.id(), RecordId::derive(&"test".into(), &"s".into(), None, "toolu_1"));
+    assert_eq!(
+        r.checksum,
+        Some(checksum_of("Read", Some(&json!({"path": "a"}))))
+    );
+    assert_eq!(
+        r.id(),
+        RecordId::derive(&"test".into(), &"s".into(), None, "toolu_1")
+    );
     assert_eq!(h.c.pending_len(), 0);
 }
 
 #[test]
 fn completion_before_announce_waits_and_links_the_same_way() {
     let mut a = Harness::new();
-    a.apply(ev("s").id("c1").at(0).announce("Bash", json!({"cmd": "ls"})));
+    a.apply(
+        ev("s")
+            .id("c1")
+            .at(0)
+            .announce("Bash", json!({"cmd": "ls"})),
+    );
     a.apply(ev("s").id("c1").at(10).done(json!("ok")));
     let expected = a.one();
 
     let mut b = Harness::new();
-    assert_eq!(b.apply(ev("s").id("c1").at(10).done(json!("ok"))), Outcome::Pending);
-    assert_eq!(b.apply(ev("s").id("c1").at(0).announce("Bash", json!({"cmd": "ls"}))), Outcome::Matched(Strategy::CallId));
+    assert_eq!(
+        b.apply(ev("s").id("c1").at(10).done(json!("ok"))),
+        Outcome::Pending
+    );
+    assert_eq!(
+        b.apply(
+            ev("s")
+                .id("c1")
+                .at(0)
+                .announce("Bash", json!({"cmd": "ls"}))
+        ),
+        Outcome::Matched(Strategy::CallId)
+    );
     assert_eq!(b.one(), expected);
 }
 
@@ -46,7 +79,10 @@ fn checksum_links_id_less_calls_oldest_first() {
     h.apply(ev("s").at(0).announce("Search", args.clone()));
     h.apply(ev("s").at(1).announce("Search", args.clone()));
     h.apply(ev("s").at(2).announce("Search", json!({"q": "other"})));
-    assert_eq!(h.apply(ev("s").at(10).done_args("Search", args.clone(), json!(1))), Outcome::Matched(Strategy::Checksum));
+    assert_eq!(
+        h.apply(ev("s").at(10).done_args("Search", args.clone(), json!(1))),
+        Outcome::Matched(Strategy::Checksum)
+    );
     let first = h.one();
     assert_eq!(first.created_at, t(0), "identical calls pair oldest first");
     assert_eq!(first.correlation.candidates, 2);
@@ -56,14 +92,25 @@ fn checksum_links_id_less_calls_oldest_first() {
     assert_eq!(second.created_at, t(1));
     assert_eq!(second.correlation.candidates, 1);
     assert_eq!(second.correlation.confidence, 0.95);
-    assert_ne!(first.id(), second.id(), "id-less calls get distinct keys from their positions");
+    assert_ne!(
+        first.id(),
+        second.id(),
+        "id-less calls get distinct keys from their positions"
+    );
 }
 
 #[test]
 fn openai_style_string_args_checksum_like_objects() {
     let mut h = Harness::new();
     h.apply(ev("s").at(0).announce("f", json!("{\"b\":1,\"a\":[1.0]}")));
-    assert_eq!(h.apply(ev("s").at(5).done_args("f", json!({"a": [1], "b": 1}), json!(null))), Outcome::Matched(Strategy::Checksum));
+    assert_eq!(
+        h.apply(
+            ev("s")
+                .at(5)
+                .done_args("f", json!({"a": [1], "b": 1}), json!(null))
+        ),
+        Outcome::Matched(Strategy::Checksum)
+    );
 }
 
 #[test]
@@ -72,7 +119,10 @@ fn tool_name_is_fifo_when_there_is_no_checksum() {
     h.apply(ev("s").at(0).announce("Read", json!({"p": 1})));
     h.apply(ev("s").at(1).announce("Write", json!({"p": 2})));
     h.apply(ev("s").at(2).announce("Read", json!({"p": 3})));
-    assert_eq!(h.apply(ev("s").at(5).done_tool("Read", json!("r1"))), Outcome::Matched(Strategy::ToolFifo));
+    assert_eq!(
+        h.apply(ev("s").at(5).done_tool("Read", json!("r1"))),
+        Outcome::Matched(Strategy::ToolFifo)
+    );
     let r = h.one();
     assert_eq!(r.spec.input, Some(json!({"p": 1})));
     assert_eq!(r.correlation.candidates, 2);
@@ -86,9 +136,15 @@ fn oldest_only_for_completions_without_any_hint() {
     h.apply(ev("s").turn("t1").at(0).announce("A", json!({})));
     h.apply(ev("s").turn("t2").at(1).announce("B", json!({})));
     // A hint that matches nothing must not fall through to "oldest".
-    assert_eq!(h.apply(ev("s").at(2).done_tool("C", json!(0))), Outcome::Pending);
+    assert_eq!(
+        h.apply(ev("s").at(2).done_tool("C", json!(0))),
+        Outcome::Pending
+    );
     // No hint at all, in turn t2: the oldest pending call of that turn.
-    assert_eq!(h.apply(ev("s").turn("t2").at(3).done(json!(1))), Outcome::Matched(Strategy::Oldest));
+    assert_eq!(
+        h.apply(ev("s").turn("t2").at(3).done(json!(1))),
+        Outcome::Matched(Strategy::Oldest)
+    );
     let r = h.one();
     assert_eq!(r.spec.tool_ref.unwrap().name, "B");
     assert_eq!(r.correlation.confidence, 0.5);
@@ -98,7 +154,15 @@ fn oldest_only_for_completions_without_any_hint() {
 fn fallbacks_never_pair_two_different_ids() {
     let mut h = Harness::new();
     h.apply(ev("s").id("a").at(0).announce("Read", json!({"p": 1})));
-    assert_eq!(h.apply(ev("s").id("b").at(1).done_args("Read", json!({"p": 1}), json!(0))), Outcome::Pending);
+    assert_eq!(
+        h.apply(
+            ev("s")
+                .id("b")
+                .at(1)
+                .done_args("Read", json!({"p": 1}), json!(0))
+        ),
+        Outcome::Pending
+    );
     assert!(h.take().is_empty());
     h.advance(10_000); // past the orphan grace
     let r = h.one();
@@ -110,8 +174,20 @@ fn fallbacks_never_pair_two_different_ids() {
 fn id_less_completion_may_take_a_call_with_an_id_by_checksum() {
     // Hook payloads without tool_use_id still find the transcript's call.
     let mut h = Harness::new();
-    h.apply(ev("s").id("toolu_9").at(0).announce("Edit", json!({"f": "x"})));
-    assert_eq!(h.apply(ev("s").at(3).done_args("Edit", json!({"f": "x"}), json!("ok"))), Outcome::Matched(Strategy::Checksum));
+    h.apply(
+        ev("s")
+            .id("toolu_9")
+            .at(0)
+            .announce("Edit", json!({"f": "x"})),
+    );
+    assert_eq!(
+        h.apply(
+            ev("s")
+                .at(3)
+                .done_args("Edit", json!({"f": "x"}), json!("ok"))
+        ),
+        Outcome::Matched(Strategy::Checksum)
+    );
     assert_eq!(h.one().stream_id.unwrap().as_str(), "toolu_9");
 }
 
@@ -127,7 +203,10 @@ fn unmatched_completion_becomes_one_orphan_after_the_grace() {
     assert_eq!(r.correlation.strategy, Strategy::Unmatched);
     assert_eq!(r.status.output, Some(json!("r")));
     // A late announce with the same id is accounted for, and does not open a second record.
-    assert_eq!(h.apply(ev("s").id("x").at(6_000).announce("Read", json!({}))), Outcome::Late);
+    assert_eq!(
+        h.apply(ev("s").id("x").at(6_000).announce("Read", json!({}))),
+        Outcome::Late
+    );
     h.advance(1_000_000);
     assert!(h.take().is_empty());
 }
@@ -135,11 +214,21 @@ fn unmatched_completion_becomes_one_orphan_after_the_grace() {
 #[test]
 fn symmetric_announce_finds_buffered_completion_by_checksum_and_tool() {
     let mut h = Harness::new();
-    h.apply(ev("s").at(5).done_args("Grep", json!({"re": "x"}), json!("hit")));
+    h.apply(
+        ev("s")
+            .at(5)
+            .done_args("Grep", json!({"re": "x"}), json!("hit")),
+    );
     h.apply(ev("s").at(6).done_tool("Ls", json!("files")));
-    assert_eq!(h.apply(ev("s").at(0).announce("Ls", json!({}))), Outcome::Matched(Strategy::ToolFifo));
+    assert_eq!(
+        h.apply(ev("s").at(0).announce("Ls", json!({}))),
+        Outcome::Matched(Strategy::ToolFifo)
+    );
     assert_eq!(h.one().status.output, Some(json!("files")));
-    assert_eq!(h.apply(ev("s").at(1).announce("Grep", json!({"re": "x"}))), Outcome::Matched(Strategy::Checksum));
+    assert_eq!(
+        h.apply(ev("s").at(1).announce("Grep", json!({"re": "x"}))),
+        Outcome::Matched(Strategy::Checksum)
+    );
     assert_eq!(h.one().status.output, Some(json!("hit")));
 }
 
@@ -147,8 +236,14 @@ fn symmetric_announce_finds_buffered_completion_by_checksum_and_tool() {
 fn repeated_emissions_are_merged_and_counted() {
     let mut h = Harness::new();
     h.apply(ev("s").id("c").at(0).announce("Read", json!({})));
-    assert_eq!(h.apply(ev("s").id("c").at(1).announce("Read", json!({}))), Outcome::Duplicate);
-    assert_eq!(h.apply(ev("s").id("c").at(5).done(json!(1))), Outcome::Matched(Strategy::CallId));
+    assert_eq!(
+        h.apply(ev("s").id("c").at(1).announce("Read", json!({}))),
+        Outcome::Duplicate
+    );
+    assert_eq!(
+        h.apply(ev("s").id("c").at(5).done(json!(1))),
+        Outcome::Matched(Strategy::CallId)
+    );
     let r = h.one();
     assert_eq!(r.correlation.duplicates, 1);
     assert_eq!(r.correlation.events_merged, 3);
@@ -163,7 +258,10 @@ fn repeated_emissions_are_merged_and_counted() {
 fn repeated_completions_before_the_announce_are_counted_once() {
     let mut h = Harness::new();
     h.apply(ev("s").id("c").at(5).done(json!(1)));
-    assert_eq!(h.apply(ev("s").id("c").at(6).done(json!(1))), Outcome::Duplicate);
+    assert_eq!(
+        h.apply(ev("s").id("c").at(6).done(json!(1))),
+        Outcome::Duplicate
+    );
     h.apply(ev("s").id("c").at(0).announce("Read", json!({})));
     let r = h.one();
     assert_eq!(r.correlation.duplicates, 1);
@@ -174,20 +272,48 @@ fn repeated_completions_before_the_announce_are_counted_once() {
 fn same_call_id_with_another_tool_is_rejected() {
     let mut h = Harness::new();
     h.apply(ev("s").id("c").at(0).announce("Read", json!({})));
-    assert_eq!(h.apply(ev("s").id("c").at(1).announce("Write", json!({}))), Outcome::Rejected("conflicting_call_id"));
+    assert_eq!(
+        h.apply(ev("s").id("c").at(1).announce("Write", json!({}))),
+        Outcome::Rejected("conflicting_call_id")
+    );
 }
 
 #[test]
 fn ids_are_scoped_by_session_source_and_thread() {
     let mut h = Harness::new();
-    h.apply(ev("s").thread("t1").id("item_1").at(0).announce("sh", json!({"c": 1})));
-    h.apply(ev("s").thread("t2").id("item_1").at(1).announce("sh", json!({"c": 2})));
+    h.apply(
+        ev("s")
+            .thread("t1")
+            .id("item_1")
+            .at(0)
+            .announce("sh", json!({"c": 1})),
+    );
+    h.apply(
+        ev("s")
+            .thread("t2")
+            .id("item_1")
+            .at(1)
+            .announce("sh", json!({"c": 2})),
+    );
     h.apply(ev("s").thread("t2").id("item_1").at(2).done(json!("two")));
     let r = h.one();
     assert_eq!(r.spec.input, Some(json!({"c": 2})));
     assert_eq!(r.metadata.thread.as_ref().unwrap().as_str(), "t2");
-    assert_eq!(h.apply(ev("other").thread("t1").id("item_1").at(3).done(json!(0))), Outcome::Pending);
-    assert_eq!(h.apply(ev("s").source("else").thread("t1").id("item_1").at(3).done(json!(0))), Outcome::Pending);
+    assert_eq!(
+        h.apply(ev("other").thread("t1").id("item_1").at(3).done(json!(0))),
+        Outcome::Pending
+    );
+    assert_eq!(
+        h.apply(
+            ev("s")
+                .source("else")
+                .thread("t1")
+                .id("item_1")
+                .at(3)
+                .done(json!(0))
+        ),
+        Outcome::Pending
+    );
 }
 
 #[test]
@@ -207,12 +333,18 @@ fn idempotency_key_collapses_retries_into_one_record() {
     };
     h.apply(announce("a1", 0));
     assert_eq!(h.apply(announce("a2", 100)), Outcome::Collapsed);
-    assert_eq!(h.apply(ev("s").id("a1").at(200).done(json!({"ticketId": 77123}))), Outcome::Matched(Strategy::CallId));
+    assert_eq!(
+        h.apply(ev("s").id("a1").at(200).done(json!({"ticketId": 77123}))),
+        Outcome::Matched(Strategy::CallId)
+    );
     let r = h.one();
     assert_eq!(r.correlation.attempts, 2);
     assert_eq!(r.replay, ReplayPolicy::RequiresOverride);
     // The retry's own completion is a repeat, not a second call.
-    assert_eq!(h.apply(ev("s").id("a2").at(210).done(json!({"ticketId": 77123}))), Outcome::Late);
+    assert_eq!(
+        h.apply(ev("s").id("a2").at(210).done(json!({"ticketId": 77123}))),
+        Outcome::Late
+    );
     // A third attempt after the record was published revises it.
     assert_eq!(h.apply(announce("a3", 5_000)), Outcome::Collapsed);
     let r2 = h.one();
@@ -230,8 +362,14 @@ fn execution_events_merge_by_checksum_one_per_identical_call() {
     let cs = checksum_of("T", Some(&args));
     h.apply(ev("s").id("1").at(0).announce("T", args.clone()));
     h.apply(ev("s").id("2").at(1).announce("T", args.clone()));
-    assert_eq!(h.apply(ev("s").at(10).exec_start(cs.clone())), Outcome::Merged);
-    assert_eq!(h.apply(ev("s").at(11).exec_start(cs.clone())), Outcome::Merged);
+    assert_eq!(
+        h.apply(ev("s").at(10).exec_start(cs.clone())),
+        Outcome::Merged
+    );
+    assert_eq!(
+        h.apply(ev("s").at(11).exec_start(cs.clone())),
+        Outcome::Merged
+    );
     h.apply(ev("s").at(30).exec_end(cs.clone(), false, 20));
     h.apply(ev("s").id("1").at(31).done(json!(1)));
     let r = h.one();
@@ -239,16 +377,35 @@ fn execution_events_merge_by_checksum_one_per_identical_call() {
     assert_eq!(r.status.duration_ms, Some(20));
     h.apply(ev("s").id("2").at(40).done(json!(2)));
     let r = h.one();
-    assert_eq!(r.status.started_at, Some(t(11)), "the second start belongs to the second call");
+    assert_eq!(
+        r.status.started_at,
+        Some(t(11)),
+        "the second start belongs to the second call"
+    );
 }
 
 #[test]
 fn approvals_and_hook_decisions_are_merged() {
     let mut h = Harness::new();
     h.apply(ev("s").id("c").at(0).announce("send", json!({})));
-    h.apply(ev("s").id("c").at(1).hook("steps/toolCallRequest", HookVerdict::Allow));
-    h.apply(ev("s").id("c").at(2).approval(ApprovalDecision::Requested, None));
-    h.apply(ev("s").id("c").at(3).approval(ApprovalDecision::Approved, Some("alice@example.com")));
+    h.apply(
+        ev("s")
+            .id("c")
+            .at(1)
+            .hook("steps/toolCallRequest", HookVerdict::Allow),
+    );
+    h.apply(
+        ev("s")
+            .id("c")
+            .at(2)
+            .approval(ApprovalDecision::Requested, None),
+    );
+    h.apply(
+        ev("s")
+            .id("c")
+            .at(3)
+            .approval(ApprovalDecision::Approved, Some("alice@example.com")),
+    );
     h.apply(ev("s").id("c").at(9).done(json!({"ok": true})));
     let r = h.one();
     let approval = r.spec.approval.unwrap();
@@ -257,14 +414,20 @@ fn approvals_and_hook_decisions_are_merged() {
     assert_eq!(approval.approved_by.as_deref(), Some("alice@example.com"));
     assert_eq!(approval.requested_at, Some(t(2)));
     assert_eq!(r.status.hook_decisions.len(), 1);
-    assert_eq!(r.status.hook_decisions[0].policy_version.as_deref(), Some("v3"));
+    assert_eq!(
+        r.status.hook_decisions[0].policy_version.as_deref(),
+        Some("v3")
+    );
     assert_eq!(r.correlation.events_merged, 5);
 }
 
 #[test]
 fn facts_that_arrive_before_the_announce_are_kept() {
     let mut h = Harness::new();
-    assert_eq!(h.apply(ev("s").id("c").at(1).hook("pre", HookVerdict::Allow)), Outcome::Pending);
+    assert_eq!(
+        h.apply(ev("s").id("c").at(1).hook("pre", HookVerdict::Allow)),
+        Outcome::Pending
+    );
     h.apply(ev("s").id("c").at(0).announce("x", json!({})));
     h.apply(ev("s").id("c").at(5).done(json!(0)));
     assert_eq!(h.one().status.hook_decisions.len(), 1);
@@ -279,7 +442,12 @@ fn denied_calls_end_denied_with_or_without_a_result() {
     assert_eq!(h.one().status.phase, Phase::Denied);
 
     h.apply(ev("s").id("b").at(10).announce("rm", json!({})));
-    h.apply(ev("s").id("b").at(11).approval(ApprovalDecision::Denied, Some("bob")));
+    h.apply(
+        ev("s")
+            .id("b")
+            .at(11)
+            .approval(ApprovalDecision::Denied, Some("bob")),
+    );
     h.advance(11 + 999);
     assert!(h.take().is_empty());
     h.advance(11 + 1_000);
@@ -294,7 +462,10 @@ fn turn_end_interrupts_pending_calls_of_the_turn_after_the_grace() {
     h.apply(ev("s").turn("t1").id("a").at(0).announce("A", json!({})));
     h.apply(ev("s").turn("t1").id("b").at(0).announce("B", json!({})));
     h.apply(ev("s").turn("t2").id("c").at(0).announce("C", json!({})));
-    assert_eq!(h.apply(ev("s").turn("t1").at(100).turn_end()), Outcome::Applied);
+    assert_eq!(
+        h.apply(ev("s").turn("t1").at(100).turn_end()),
+        Outcome::Applied
+    );
     // A result inside the grace still counts.
     h.apply(ev("s").id("a").at(600).done(json!(0)));
     assert_eq!(h.one().status.phase, Phase::Succeeded);
@@ -316,7 +487,10 @@ fn turn_aborted_interrupts_too_and_cancelled_results_are_interrupted() {
     assert_eq!(r.status.reason.as_deref(), Some("turn aborted"));
 
     h.apply(ev("s").id("b").at(2_000).announce("B", json!({})));
-    h.apply(ev("s").id("b").at(2_001).completion(Completion { cancelled: true, ..Default::default() }));
+    h.apply(ev("s").id("b").at(2_001).completion(Completion {
+        cancelled: true,
+        ..Default::default()
+    }));
     assert_eq!(h.one().status.phase, Phase::Interrupted);
 }
 
@@ -327,7 +501,10 @@ fn calls_time_out_by_stream_time_and_by_punctuation() {
     // Another session's traffic moves the partition's stream time.
     h.apply(ev("other").id("z").at(60_000).announce("Z", json!({})));
     let r = h.one();
-    assert_eq!((r.status.phase, r.spec.tool_ref.unwrap().name.as_str()), (Phase::TimedOut, "A"));
+    assert_eq!(
+        (r.status.phase, r.spec.tool_ref.unwrap().name.as_str()),
+        (Phase::TimedOut, "A")
+    );
     // An idle partition: only the punctuation moves time.
     h.advance(119_999);
     assert!(h.take().is_empty());
@@ -341,7 +518,10 @@ fn calls_time_out_by_stream_time_and_by_punctuation() {
 
 #[test]
 fn state_cap_evicts_the_oldest_as_records() {
-    let mut h = Harness::with(toolcalls_core::Config { max_pending: 2, ..config() });
+    let mut h = Harness::with(toolcalls_core::Config {
+        max_pending: 2,
+        ..config()
+    });
     h.apply(ev("s").id("1").at(0).announce("A", json!({})));
     h.apply(ev("s").id("2").at(1).announce("A", json!({})));
     assert!(h.take().is_empty());
@@ -357,7 +537,12 @@ fn state_cap_evicts_the_oldest_as_records() {
 #[test]
 fn changelog_restore_continues_where_it_stopped() {
     let mut h = Harness::new();
-    h.apply(ev("s").id("a").at(0).announce("A", json!({"k": [1, 2.5, "x"]})));
+    h.apply(
+        ev("s")
+            .id("a")
+            .at(0)
+            .announce("A", json!({"k": [1, 2.5, "x"]})),
+    );
     h.apply(ev("s").at(1).announce("B", json!({})));
     h.apply(ev("s").id("z").at(2).done(json!("early")));
     h.apply(ev("s").id("c").at(3).announce("C", json!({})));
@@ -366,11 +551,17 @@ fn changelog_restore_continues_where_it_stopped() {
     let ops = h.c.take_changelog();
     assert!(ops.iter().any(|op| op.key == "meta"));
     assert!(ops.iter().all(|op| op.pos <= Position::new(0, 4)));
-    let latest: Vec<(String, Vec<u8>)> = ops.into_iter().filter_map(|op| Some((op.key, op.value?))).collect();
+    let latest: Vec<(String, Vec<u8>)> = ops
+        .into_iter()
+        .filter_map(|op| Some((op.key, op.value?)))
+        .collect();
     let mut restored = Correlator::restore(config(), latest).unwrap();
     assert_eq!(restored.pending_len(), h.c.pending_len());
     assert_eq!(restored.stream_time(), h.c.stream_time());
-    assert_eq!(restored.pending_views().collect::<Vec<_>>(), h.c.pending_views().collect::<Vec<_>>());
+    assert_eq!(
+        restored.pending_views().collect::<Vec<_>>(),
+        h.c.pending_views().collect::<Vec<_>>()
+    );
     // Both continue identically: a late repeat of c, a result for a, the end of time.
     let mut out = toolcalls_core::Effects::default();
     for (i, e) in [
@@ -382,7 +573,10 @@ fn changelog_restore_continues_where_it_stopped() {
     .enumerate()
     {
         let pos = Position::new(1, i as i64);
-        assert_eq!(restored.apply(e.clone(), pos, &mut out), h.c.apply(e, pos, &mut h.out));
+        assert_eq!(
+            restored.apply(e.clone(), pos, &mut out),
+            h.c.apply(e, pos, &mut h.out)
+        );
     }
     restored.advance(t(1_000_000), &mut out);
     h.advance(1_000_000);
@@ -391,7 +585,9 @@ fn changelog_restore_continues_where_it_stopped() {
 
 #[test]
 fn restore_rejects_foreign_changelogs_with_a_clear_error() {
-    let e = Correlator::restore(config(), [("7", b"{\"nope\":1}".to_vec())]).unwrap_err().to_string();
+    let e = Correlator::restore(config(), [("7", b"{\"nope\":1}".to_vec())])
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("changelog entry `7`"), "{e}");
     assert!(Correlator::restore(config(), [("k/x", b"{}".to_vec())]).is_err());
 }
@@ -405,7 +601,10 @@ fn query_views_show_pending_and_running_calls() {
     h.apply(ev("s").id("b").at(2).announce("B", json!({})));
     h.apply(ev("t").id("c").at(2).announce("C", json!({})));
     let views = h.c.pending_in_session(&"s".into());
-    assert_eq!(views.iter().map(|r| r.status.phase).collect::<Vec<_>>(), vec![Phase::Running, Phase::Pending]);
+    assert_eq!(
+        views.iter().map(|r| r.status.phase).collect::<Vec<_>>(),
+        vec![Phase::Running, Phase::Pending]
+    );
     let id = RecordId::derive(&"test".into(), &"s".into(), None, "b");
     assert_eq!(h.c.get(&id).unwrap().spec.tool_ref.unwrap().name, "B");
     assert!(h.c.pending_bytes() > 0);

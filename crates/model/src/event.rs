@@ -207,12 +207,24 @@ pub enum HookVerdict {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SideEffects {
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub level: Option<SideEffectLevel>,
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub idempotent: Option<bool>,
     /// Calls with the same key inside the configured window collapse into one record.
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub idempotency_key: Option<String>,
 }
 
@@ -247,10 +259,14 @@ impl Event {
             Some(b'{') => {}
             Some(_) if std::str::from_utf8(bytes).is_err() => return Err(DecodeError::InvalidUtf8),
             Some(_) => {
-                return Err(match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
-                    Err(e) => classify_json_error(bytes, e),
-                    Ok(_) => DecodeError::Invalid("an event is a JSON object; this message is another JSON value".into()),
-                })
+                return Err(
+                    match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+                        Err(e) => classify_json_error(bytes, e),
+                        Ok(_) => DecodeError::Invalid(
+                            "an event is a JSON object; this message is another JSON value".into(),
+                        ),
+                    },
+                )
             }
         }
         let raw: RawEvent = match serde_json::from_slice(bytes) {
@@ -310,7 +326,9 @@ pub enum DecodeError {
     NotJson(String),
     #[error("message nests too deeply (serde_json's limit is 128 levels); flatten the arguments or result")]
     TooDeep,
-    #[error("message is larger than {limit} bytes ({size} bytes); raise the limit or trim the result")]
+    #[error(
+        "message is larger than {limit} bytes ({size} bytes); raise the limit or trim the result"
+    )]
     TooLarge { size: usize, limit: usize },
     #[error("invalid field: {0}")]
     InvalidField(String),
@@ -319,9 +337,15 @@ pub enum DecodeError {
     #[error("unknown kind `{0}`; expected one of announce, completion, execution_start, execution_end, turn_end, turn_aborted, approval, hook_decision")]
     UnknownKind(String),
     #[error("missing required field `{field}` on a `{kind}` event")]
-    MissingField { kind: &'static str, field: &'static str },
+    MissingField {
+        kind: &'static str,
+        field: &'static str,
+    },
     #[error("field `{field}` does not belong on a `{kind}` event")]
-    FieldNotAllowed { kind: &'static str, field: &'static str },
+    FieldNotAllowed {
+        kind: &'static str,
+        field: &'static str,
+    },
     #[error("field `{field}` must not be empty")]
     EmptyField { field: &'static str },
     #[error("{0}")]
@@ -353,65 +377,175 @@ impl DecodeError {
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct RawEvent {
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub v: Option<serde_json::Number>,
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub kind: Option<String>,
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub source: Option<String>,
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub session: Option<String>,
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub thread: Option<String>,
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub turn: Option<String>,
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub call_id: Option<String>,
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub time: Option<Timestamp>,
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub attributes: Option<Map<String, Value>>,
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub tool: Option<String>,
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub args: Option<Value>,
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub checksum: Option<Checksum>,
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub side_effects: Option<SideEffects>,
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub agent: Option<String>,
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub execution: Option<String>,
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub hook_context: Option<Map<String, Value>>,
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub result: Option<Value>,
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub is_error: Option<bool>,
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cancelled: Option<bool>,
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub started_at: Option<Timestamp>,
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub duration_ms: Option<u64>,
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub reason: Option<String>,
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub decision: Option<String>,
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub by: Option<String>,
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub hook: Option<String>,
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub policy_id: Option<String>,
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub policy_version: Option<String>,
 }
 
 /// A field that is present is `Some`, even when it is `null`: `null` is refused by typed fields
 /// and kept as `Value::Null` by `args` / `result` (ADK hashes `"args":null`, not a missing `args`).
-fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
     T::deserialize(d).map(Some)
 }
 
@@ -439,7 +573,9 @@ impl TryFrom<RawEvent> for Event {
     fn try_from(raw: RawEvent) -> Result<Self, DecodeError> {
         let kind_name = raw.kind.as_deref();
         let v = raw.v.as_ref().ok_or(DecodeError::MissingField {
-            kind: kind_name.and_then(EventKind::parse).map_or("v1", EventKind::as_str),
+            kind: kind_name
+                .and_then(EventKind::parse)
+                .map_or("v1", EventKind::as_str),
             field: "v",
         })?;
         if v.as_u64() != Some(u64::from(WIRE_VERSION)) {
@@ -449,7 +585,8 @@ impl TryFrom<RawEvent> for Event {
             kind: "v1",
             field: "kind",
         })?;
-        let kind = EventKind::parse(kind_name).ok_or_else(|| DecodeError::UnknownKind(kind_name.chars().take(64).collect()))?;
+        let kind = EventKind::parse(kind_name)
+            .ok_or_else(|| DecodeError::UnknownKind(kind_name.chars().take(64).collect()))?;
         let k = kind.as_str();
 
         let present: [(&'static str, bool); 18] = [
@@ -476,34 +613,50 @@ impl TryFrom<RawEvent> for Event {
             return Err(DecodeError::FieldNotAllowed { kind: k, field });
         }
 
-        let required = |field: &'static str, value: Option<String>| -> Result<String, DecodeError> {
-            match value {
-                None => Err(DecodeError::MissingField { kind: k, field }),
-                Some(s) if s.is_empty() => Err(DecodeError::EmptyField { field }),
-                Some(s) => Ok(s),
-            }
-        };
-        let optional = |field: &'static str, value: Option<String>| -> Result<Option<String>, DecodeError> {
-            match value {
-                Some(s) if s.is_empty() => Err(DecodeError::EmptyField { field }),
-                other => Ok(other),
-            }
-        };
+        let required =
+            |field: &'static str, value: Option<String>| -> Result<String, DecodeError> {
+                match value {
+                    None => Err(DecodeError::MissingField { kind: k, field }),
+                    Some(s) if s.is_empty() => Err(DecodeError::EmptyField { field }),
+                    Some(s) => Ok(s),
+                }
+            };
+        let optional =
+            |field: &'static str, value: Option<String>| -> Result<Option<String>, DecodeError> {
+                match value {
+                    Some(s) if s.is_empty() => Err(DecodeError::EmptyField { field }),
+                    other => Ok(other),
+                }
+            };
 
         let source = Source(required("source", raw.source)?);
         let session = SessionId(required("session", raw.session)?);
         let thread = optional("thread", raw.thread)?.map(ThreadId);
         let turn = optional("turn", raw.turn)?.map(TurnId);
         let call_id = optional("callId", raw.call_id)?.map(CallId);
-        let time = raw.time.ok_or(DecodeError::MissingField { kind: k, field: "time" })?;
+        let time = raw.time.ok_or(DecodeError::MissingField {
+            kind: k,
+            field: "time",
+        })?;
         let tool = optional("tool", raw.tool)?;
 
         let body = match kind {
-            EventKind::Announce if raw.side_effects.as_ref().and_then(|s| s.idempotency_key.as_deref()) == Some("") => {
-                return Err(DecodeError::EmptyField { field: "sideEffects.idempotencyKey" })
+            EventKind::Announce
+                if raw
+                    .side_effects
+                    .as_ref()
+                    .and_then(|s| s.idempotency_key.as_deref())
+                    == Some("") =>
+            {
+                return Err(DecodeError::EmptyField {
+                    field: "sideEffects.idempotencyKey",
+                })
             }
             EventKind::Announce => EventBody::Announce(Announce {
-                tool: tool.ok_or(DecodeError::MissingField { kind: k, field: "tool" })?,
+                tool: tool.ok_or(DecodeError::MissingField {
+                    kind: k,
+                    field: "tool",
+                })?,
                 args: raw.args,
                 checksum: raw.checksum,
                 side_effects: raw.side_effects,
@@ -522,11 +675,17 @@ impl TryFrom<RawEvent> for Event {
                 duration_ms: raw.duration_ms,
             }),
             EventKind::ExecutionStart => EventBody::ExecutionStart(ExecutionStart {
-                checksum: raw.checksum.ok_or(DecodeError::MissingField { kind: k, field: "checksum" })?,
+                checksum: raw.checksum.ok_or(DecodeError::MissingField {
+                    kind: k,
+                    field: "checksum",
+                })?,
                 tool,
             }),
             EventKind::ExecutionEnd => EventBody::ExecutionEnd(ExecutionEnd {
-                checksum: raw.checksum.ok_or(DecodeError::MissingField { kind: k, field: "checksum" })?,
+                checksum: raw.checksum.ok_or(DecodeError::MissingField {
+                    kind: k,
+                    field: "checksum",
+                })?,
                 tool,
                 is_error: raw.is_error.unwrap_or(false),
                 started_at: raw.started_at,
@@ -560,7 +719,12 @@ impl TryFrom<RawEvent> for Event {
                     by: optional("by", raw.by)?,
                     reason: raw.reason,
                 };
-                require_call_ref(k, call_id.is_some(), approval.checksum.is_some(), approval.tool.is_some())?;
+                require_call_ref(
+                    k,
+                    call_id.is_some(),
+                    approval.checksum.is_some(),
+                    approval.tool.is_some(),
+                )?;
                 EventBody::Approval(approval)
             }
             EventKind::HookDecision => {
@@ -585,7 +749,12 @@ impl TryFrom<RawEvent> for Event {
                     policy_version: optional("policyVersion", raw.policy_version)?,
                     reason: raw.reason,
                 };
-                require_call_ref(k, call_id.is_some(), hook.checksum.is_some(), hook.tool.is_some())?;
+                require_call_ref(
+                    k,
+                    call_id.is_some(),
+                    hook.checksum.is_some(),
+                    hook.tool.is_some(),
+                )?;
                 EventBody::HookDecision(hook)
             }
         };
@@ -604,7 +773,12 @@ impl TryFrom<RawEvent> for Event {
 }
 
 /// Approvals and hook decisions must say which call they are about.
-fn require_call_ref(kind: &'static str, call_id: bool, checksum: bool, tool: bool) -> Result<(), DecodeError> {
+fn require_call_ref(
+    kind: &'static str,
+    call_id: bool,
+    checksum: bool,
+    tool: bool,
+) -> Result<(), DecodeError> {
     if call_id || checksum || tool {
         Ok(())
     } else {

@@ -73,14 +73,20 @@ string_id!(
 pub struct RecordId(pub uuid::Uuid);
 
 /// Namespace of record ids (a fixed random UUID; changing it changes every record key).
-const RECORD_NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x6f1c_1d2e_93a4_4b7e_8f0d_52c4_a1b3_9e77);
+const RECORD_NAMESPACE: uuid::Uuid =
+    uuid::Uuid::from_u128(0x6f1c_1d2e_93a4_4b7e_8f0d_52c4_a1b3_9e77);
 
 impl RecordId {
     /// The record id of the call known by `call_key` in `(source, session, thread)`.
     ///
     /// `call_key` is the native call id when there is one, otherwise a key the processor derives
     /// from the input position of the first event of the call (see `toolcalls-core`).
-    pub fn derive(source: &Source, session: &SessionId, thread: Option<&ThreadId>, call_key: &str) -> Self {
+    pub fn derive(
+        source: &Source,
+        session: &SessionId,
+        thread: Option<&ThreadId>,
+        call_key: &str,
+    ) -> Self {
         // Length-prefixed parts, so no choice of strings can make two different tuples collide.
         let mut name = Vec::with_capacity(64 + call_key.len());
         for part in [
@@ -115,10 +121,19 @@ mod tests {
     fn record_ids_are_deterministic_and_scoped() {
         let s = Source::from("codex");
         let a = RecordId::derive(&s, &"s1".into(), Some(&"t1".into()), "item_1");
-        assert_eq!(a, RecordId::derive(&s, &"s1".into(), Some(&"t1".into()), "item_1"));
+        assert_eq!(
+            a,
+            RecordId::derive(&s, &"s1".into(), Some(&"t1".into()), "item_1")
+        );
         // Same native id in another thread or session is another call.
-        assert_ne!(a, RecordId::derive(&s, &"s1".into(), Some(&"t2".into()), "item_1"));
-        assert_ne!(a, RecordId::derive(&s, &"s2".into(), Some(&"t1".into()), "item_1"));
+        assert_ne!(
+            a,
+            RecordId::derive(&s, &"s1".into(), Some(&"t2".into()), "item_1")
+        );
+        assert_ne!(
+            a,
+            RecordId::derive(&s, &"s2".into(), Some(&"t1".into()), "item_1")
+        );
         // No thread differs from an empty thread name, and parts cannot slide into each other.
         assert_ne!(
             RecordId::derive(&s, &"s1".into(), None, "x"),

@@ -21,7 +21,14 @@ pub struct Ev {
 }
 
 pub fn ev(session: &str) -> Ev {
-    Ev { source: "test", session: session.into(), thread: None, turn: None, call_id: None, time: 0 }
+    Ev {
+        source: "test",
+        session: session.into(),
+        thread: None,
+        turn: None,
+        call_id: None,
+        time: 0,
+    }
 }
 
 impl Ev {
@@ -58,14 +65,21 @@ impl Ev {
         }
     }
     pub fn announce(self, tool: &str, args: Value) -> Event {
-        self.event(EventBody::Announce(Announce { tool: tool.into(), args: Some(args), ..Default::default() }))
+        self.event(EventBody::Announce(Announce {
+            tool: tool.into(),
+            args: Some(args),
+            ..Default::default()
+        }))
     }
     pub fn announce_with(self, a: Announce) -> Event {
         self.event(EventBody::Announce(a))
     }
     /// A completion with only the envelope's hints (call id, turn).
     pub fn done(self, result: Value) -> Event {
-        self.event(EventBody::Completion(Completion { result: Some(result), ..Default::default() }))
+        self.event(EventBody::Completion(Completion {
+            result: Some(result),
+            ..Default::default()
+        }))
     }
     pub fn done_tool(self, tool: &str, result: Value) -> Event {
         self.event(EventBody::Completion(Completion {
@@ -86,16 +100,25 @@ impl Ev {
         self.event(EventBody::Completion(c))
     }
     pub fn error(self, result: Value) -> Event {
-        self.event(EventBody::Completion(Completion { result: Some(result), is_error: true, ..Default::default() }))
+        self.event(EventBody::Completion(Completion {
+            result: Some(result),
+            is_error: true,
+            ..Default::default()
+        }))
     }
     pub fn turn_end(self) -> Event {
         self.event(EventBody::TurnEnd(TurnEnd::default()))
     }
     pub fn turn_aborted(self) -> Event {
-        self.event(EventBody::TurnAborted(TurnEnd { reason: Some("user interrupted".into()) }))
+        self.event(EventBody::TurnAborted(TurnEnd {
+            reason: Some("user interrupted".into()),
+        }))
     }
     pub fn exec_start(self, checksum: Checksum) -> Event {
-        self.event(EventBody::ExecutionStart(ExecutionStart { checksum, tool: None }))
+        self.event(EventBody::ExecutionStart(ExecutionStart {
+            checksum,
+            tool: None,
+        }))
     }
     pub fn exec_end(self, checksum: Checksum, is_error: bool, duration_ms: u64) -> Event {
         self.event(EventBody::ExecutionEnd(ExecutionEnd {
@@ -154,7 +177,11 @@ impl Harness {
         Self::with(config())
     }
     pub fn with(config: Config) -> Self {
-        Harness { c: Correlator::new(config), out: Effects::default(), next: 0 }
+        Harness {
+            c: Correlator::new(config),
+            out: Effects::default(),
+            next: 0,
+        }
     }
     pub fn apply(&mut self, e: Event) -> Outcome {
         let pos = Position::new(0, self.next);

