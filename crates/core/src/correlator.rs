@@ -6,7 +6,11 @@ use crate::state::{
 };
 use crate::{ChangelogOp, Config, Effects, Outcome, Position};
 use serde_json::{Map, Value};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Hash maps of the core use foldhash (seeded per process): ids and names come from producers, so
+/// the hash must not be predictable, and SipHash showed up at 5 % of the core path's profile.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 use std::sync::Arc;
 use toolcalls_model::{
     checksum_of, Announce, ApprovalDecision, ApprovalState, CallId, Checksum, Completion,
@@ -119,9 +123,9 @@ impl Correlator {
             next_seq: 0,
             live: BTreeMap::new(),
             closed: BTreeMap::new(),
-            scopes: HashMap::new(),
+            scopes: HashMap::default(),
             timers: BTreeSet::new(),
-            by_record: HashMap::new(),
+            by_record: HashMap::default(),
             dirty: Some(BTreeMap::new()),
             pos: Position::default(),
             pending_bytes: 0,
