@@ -57,6 +57,22 @@ struct Hints<'a> {
     fact: Option<&'a Fact>,
 }
 
+/// The envelope of an event, as the handlers use it.
+struct Envelope {
+    scope: Arc<ScopeKey>,
+    turn: Option<TurnId>,
+    call_id: Option<CallId>,
+    time: Timestamp,
+    attributes: Option<Map<String, Value>>,
+}
+
+/// What a result-side event says about the call it belongs to.
+struct Subject {
+    tool: Option<String>,
+    args: Option<Value>,
+    checksum: Option<Checksum>,
+}
+
 /// A link found by the rules: which entry, by which strategy, among how many candidates.
 #[derive(Debug, Clone, Copy)]
 struct Link {
@@ -359,52 +375,44 @@ impl Correlator {
             session,
             thread,
         });
+        let env = Envelope {
+            scope,
+            turn,
+            call_id,
+            time,
+            attributes,
+        };
         match body {
-            EventBody::Announce(a) => {
-                self.on_announce(scope, turn, call_id, time, attributes, a, out)
-            }
-            EventBody::Completion(c) => {
-                self.on_completion(scope, turn, call_id, time, attributes, c, out)
-            }
-            EventBody::TurnEnd(_) => {
-                self.on_turn_end(&scope, turn.as_ref(), time, Deadline::TurnEnded)
-            }
-            EventBody::TurnAborted(_) => {
-                self.on_turn_end(&scope, turn.as_ref(), time, Deadline::TurnAborted)
-            }
+            EventBody::Announce(a) => self.on_announce(env, a, out),
+            EventBody::Completion(c) => self.on_completion(env, c, out),
+            EventBody::TurnEnd(_) => self.on_turn_end(&env, Deadline::TurnEnded),
+            EventBody::TurnAborted(_) => self.on_turn_end(&env, Deadline::TurnAborted),
             EventBody::ExecutionStart(s) => {
-                let fact = Fact::ExecStart { at: time };
-                self.on_fact(
-                    scope,
-                    turn,
-                    call_id,
-                    time,
-                    attributes,
-                    s.tool,
-                    None,
-                    Some(s.checksum),
-                    fact,
-                )
+                let subject = Subject {
+                    tool: s.tool,
+                    args: None,
+                    checksum: Some(s.checksum),
+                };
+                self.on_fact(env, subject, Fact::ExecStart { at: time })
             }
             EventBody::ExecutionEnd(e) => {
-                let fact = Fact::ExecEnd {
-                    end: ExecEnd {
-                        at: time,
-                        is_error: e.is_error,
-                        duration_ms: e.duration_ms,
-                    },
-                    started_at: e.started_at,
+                let end = ExecEnd {
+                    at: time,
+                    is_error: e.is_error,
+                    duration_ms: e.duration_ms,
+                };
+                let subject = Subject {
+                    tool: e.tool,
+                    args: None,
+                    checksum: Some(e.checksum),
                 };
                 self.on_fact(
-                    scope,
-                    turn,
-                    call_id,
-                    time,
-                    attributes,
-                    e.tool,
-                    None,
-                    Some(e.checksum),
-                    fact,
+                    env,
+                    subject,
+                    Fact::ExecEnd {
+                        end,
+                        started_at: e.started_at,
+                    },
                 )
             }
             EventBody::Approval(a) => {
@@ -415,38 +423,45 @@ impl Correlator {
                     reason: a.reason,
                 };
                 self.on_fact(
-                    scope, turn, call_id, time, attributes, a.tool, a.args, a.checksum, fact,
+                    env,
+                    Subject {
+                        tool: a.tool,
+                        args: a.args,
+                        checksum: a.checksum,
+                    },
+                    fact,
                 )
             }
             EventBody::HookDecision(h) => {
-                let fact = Fact::Hook {
-                    entry: HookDecisionEntry {
-                        hook: h.hook,
-                        decision: h.decision,
-                        policy_id: h.policy_id,
-                        policy_version: h.policy_version,
-                        reason: h.reason,
-                        at: time,
-                    },
+                let entry = HookDecisionEntry {
+                    hook: h.hook,
+                    decision: h.decision,
+                    policy_id: h.policy_id,
+                    policy_version: h.policy_version,
+                    reason: h.reason,
+                    at: time,
                 };
                 self.on_fact(
-                    scope, turn, call_id, time, attributes, h.tool, h.args, h.checksum, fact,
+                    env,
+                    Subject {
+                        tool: h.tool,
+                        args: h.args,
+                        checksum: h.checksum,
+                    },
+                    Fact::Hook { entry },
                 )
             }
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn on_announce(
-        &mut self,
-        scope: Arc<ScopeKey>,
-        turn: Option<TurnId>,
-        call_id: Option<CallId>,
-        time: Timestamp,
-        attributes: Option<Map<String, Value>>,
-        a: Announce,
-        out: &mut Effects,
-    ) -> Outcome {
+    fn on_announce(&mut self, env: Envelope, a: Announce, out: &mut Effects) -> Outcome {
+        let Envelope {
+            scope,
+            turn,
+            call_id,
+            time,
+            attributes,
+        } = env;
         // 1. A call id seen before in this scope: a repeat, a late repeat, or the announce that a
         //    waiting result was waiting for.
         if let Some(id) = &call_id {
@@ -604,17 +619,14 @@ impl Correlator {
         Some(Outcome::Collapsed)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn on_completion(
-        &mut self,
-        scope: Arc<ScopeKey>,
-        turn: Option<TurnId>,
-        call_id: Option<CallId>,
-        time: Timestamp,
-        attributes: Option<Map<String, Value>>,
-        c: Completion,
-        out: &mut Effects,
-    ) -> Outcome {
+    fn on_completion(&mut self, env: Envelope, c: Completion, out: &mut Effects) -> Outcome {
+        let Envelope {
+            scope,
+            turn,
+            call_id,
+            time,
+            attributes,
+        } = env;
         let checksum = c.checksum.or_else(|| match (&c.tool, &c.args) {
             (Some(tool), Some(args)) => Some(checksum_of(tool, Some(args))),
             _ => None,
@@ -686,34 +698,35 @@ impl Correlator {
         }
 
         // 5. Nothing to link to yet: wait for the announce.
-        self.park(
+        let env = Envelope {
             scope,
             turn,
             call_id,
             time,
             attributes,
-            c.tool,
-            c.args,
+        };
+        let subject = Subject {
+            tool: c.tool,
+            args: c.args,
             checksum,
-            Some(done),
-            None,
-        );
+        };
+        self.park(env, subject, Some(done), None);
         Outcome::Pending
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn on_fact(
-        &mut self,
-        scope: Arc<ScopeKey>,
-        turn: Option<TurnId>,
-        call_id: Option<CallId>,
-        time: Timestamp,
-        attributes: Option<Map<String, Value>>,
-        tool: Option<String>,
-        args: Option<Value>,
-        checksum: Option<Checksum>,
-        fact: Fact,
-    ) -> Outcome {
+    fn on_fact(&mut self, env: Envelope, subject: Subject, fact: Fact) -> Outcome {
+        let Envelope {
+            scope,
+            turn,
+            call_id,
+            time,
+            attributes,
+        } = env;
+        let Subject {
+            tool,
+            args,
+            checksum,
+        } = subject;
         let checksum = checksum.or_else(|| match (&tool, &args) {
             (Some(tool), Some(args)) => Some(checksum_of(tool, Some(args))),
             _ => None,
@@ -760,28 +773,28 @@ impl Correlator {
             self.merge_fact(link.seq, fact, time, attributes);
             return Outcome::Merged;
         }
-        self.park(
+        let env = Envelope {
             scope,
             turn,
             call_id,
             time,
             attributes,
-            tool,
-            args,
-            checksum,
+        };
+        self.park(
+            env,
+            Subject {
+                tool,
+                args,
+                checksum,
+            },
             None,
             Some(fact),
         );
         Outcome::Pending
     }
 
-    fn on_turn_end(
-        &mut self,
-        scope: &Arc<ScopeKey>,
-        turn: Option<&TurnId>,
-        time: Timestamp,
-        why: Deadline,
-    ) -> Outcome {
+    fn on_turn_end(&mut self, env: &Envelope, why: Deadline) -> Outcome {
+        let (scope, turn, time) = (&env.scope, env.turn.as_ref(), env.time);
         let Some(state) = self.scopes.get(scope) else {
             return Outcome::Applied;
         };
@@ -1075,20 +1088,19 @@ impl Correlator {
     }
 
     /// Parks a result-side event until its announce comes (or its grace runs out).
-    #[allow(clippy::too_many_arguments)]
-    fn park(
-        &mut self,
-        scope: Arc<ScopeKey>,
-        turn: Option<TurnId>,
-        call_id: Option<CallId>,
-        time: Timestamp,
-        attributes: Option<Map<String, Value>>,
-        tool: Option<String>,
-        args: Option<Value>,
-        checksum: Option<Checksum>,
-        done: Option<Done>,
-        fact: Option<Fact>,
-    ) {
+    fn park(&mut self, env: Envelope, subject: Subject, done: Option<Done>, fact: Option<Fact>) {
+        let Envelope {
+            scope,
+            turn,
+            call_id,
+            time,
+            attributes,
+        } = env;
+        let Subject {
+            tool,
+            args,
+            checksum,
+        } = subject;
         let seq = self.next_seq();
         let key = match &call_id {
             Some(id) => id.as_str().to_owned(),
