@@ -1,0 +1,524 @@
+//! What every adapter shares: the parse context (events, errors, options), the deterministic clock,
+//! line and SSE splitting, id scoping and small JSON helpers.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value};
+use toolcalls_model::{
+    checksum_of, Announce, CallId, Completion, Event, EventBody, SessionId, Source, ThreadId,
+    Timestamp, TurnEnd, TurnId,
+};
+
+use crate::{Format, LineError, Options, Parsed};
+
+/// The state of one [`crate::parse`] call.
+pub(crate) struct Ctx<'a> {
+    file: String,
+    opts: &'a Options,
+    source: Source,
+    /// The session when the file names none: `--session`, else the file stem.
+    default_session: String,
+    events: Vec<Event>,
+    errors: Vec<LineError>,
+    skipped: usize,
+    pub clock: Clock,
+}
+
+/// The envelope of an event being built. Empty strings count as absent (the wire refuses them).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Env {
+    pub session: Option<String>,
+    pub thread: Option<String>,
+    pub turn: Option<String>,
+    pub call_id: Option<String>,
+    pub time: Timestamp,
+    pub attributes: Option<Map<String, Value>>,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn new(format: Format, name: &str, opts: &'a Options) -> Ctx<'a> {
+        Ctx {
+            file: name.to_owned(),
+            opts,
+            source: Source::from(format.source()),
+            default_session: opts.session.clone().unwrap_or_else(|| file_stem(name)),
+            events: Vec::new(),
+            errors: Vec::new(),
+            skipped: 0,
+            clock: Clock::new(opts.base_time.unwrap_or_default()),
+        }
+    }
+
+    /// The session to use when the input names none.
+    pub fn default_session(&self) -> &str {
+        &self.default_session
+    }
+
+    /// Reports a malformed line; parsing goes on.
+    pub fn error(&mut self, line: usize, message: impl Into<String>) {
+        self.errors.push(LineError {
+            file: self.file.clone(),
+            line,
+            at: None,
+            message: message.into(),
+        });
+    }
+
+    /// Reports a malformed part of a document (`at` is a JSON path); parsing goes on.
+    pub fn error_at(&mut self, line: usize, at: impl Into<String>, message: impl Into<String>) {
+        self.errors.push(LineError {
+            file: self.file.clone(),
+            line,
+            at: Some(at.into()),
+            message: message.into(),
+        });
+    }
+
+    /// Counts a row that holds nothing for the ledger.
+    pub fn skip(&mut self) {
+        self.skipped += 1;
+    }
+
+    /// Appends an event; returns its index.
+    pub fn emit(&mut self, env: Env, body: EventBody) -> usize {
+        let session = env
+            .session
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| self.default_session.clone());
+        self.events.push(Event {
+            source: self.source.clone(),
+            session: SessionId(session),
+            thread: non_empty(env.thread).map(ThreadId),
+            turn: non_empty(env.turn).map(TurnId),
+            call_id: non_empty(env.call_id).map(CallId),
+            time: env.time,
+            attributes: env.attributes.filter(|a| !a.is_empty()),
+            body,
+        });
+        self.events.len() - 1
+    }
+
+    pub fn announce(&mut self, env: Env, tool: &str, args: Option<Value>) -> usize {
+        self.emit(env, EventBody::Announce(announce(tool, args)))
+    }
+
+    pub fn complete(&mut self, env: Env, c: Completion) -> usize {
+        self.emit(env, EventBody::Completion(c))
+    }
+
+    pub fn turn_end(&mut self, env: Env, reason: Option<String>) -> usize {
+        self.emit(env, EventBody::TurnEnd(TurnEnd { reason }))
+    }
+
+    pub fn turn_aborted(&mut self, env: Env, reason: Option<String>) -> usize {
+        self.emit(env, EventBody::TurnAborted(TurnEnd { reason }))
+    }
+
+    /// The events so far (adapters that post-process, e.g. to attach progress rows, use it).
+    pub fn events_mut(&mut self) -> &mut Vec<Event> {
+        &mut self.events
+    }
+
+    /// Parses one line of a JSON-lines file. Blank lines give `None` silently; anything else that
+    /// is not a JSON value is reported.
+    pub fn json_line(&mut self, line: usize, bytes: &[u8]) -> Option<Value> {
+        let text = match std::str::from_utf8(bytes) {
+            Ok(t) => t.trim(),
+            Err(e) => {
+                self.error(
+                    line,
+                    format!("line is not valid UTF-8 ({e}); the file must be UTF-8 text"),
+                );
+                return None;
+            }
+        };
+        if text.is_empty() {
+            return None;
+        }
+        match serde_json::from_str(text) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.error(
+                    line,
+                    format!(
+                        "line is not JSON ({e}): `{}`; each line must be one JSON value — check --format",
+                        excerpt(text)
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// Parses a whole file as one JSON document, reporting where it breaks.
+    pub fn json_document(&mut self, input: &[u8]) -> Option<Value> {
+        match serde_json::from_slice::<Value>(input) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                let line = e.line().max(1);
+                self.error(
+                    line,
+                    format!("file is not a JSON document ({e}); this format is one JSON object per file — check --format"),
+                );
+                None
+            }
+        }
+    }
+
+    /// Applies the options and hands the result over.
+    pub fn finish(self) -> Parsed {
+        let mut events = self.events;
+        for e in &mut events {
+            if let Some(source) = &self.opts.source {
+                e.source = Source(source.clone());
+            }
+            if let Some(session) = &self.opts.session {
+                e.session = SessionId(session.clone());
+            }
+            if self.opts.drop_ids {
+                e.call_id = None;
+            }
+        }
+        Parsed {
+            events,
+            errors: self.errors,
+            skipped: self.skipped,
+        }
+    }
+}
+
+/// An announce with its checksum filled in when the arguments are known.
+pub(crate) fn announce(tool: &str, args: Option<Value>) -> Announce {
+    let checksum = args.as_ref().map(|a| checksum_of(tool, Some(a)));
+    Announce {
+        tool: tool.to_owned(),
+        args,
+        checksum,
+        ..Announce::default()
+    }
+}
+
+/// A completion's correlation hints: the tool, and when the format repeats the arguments on the
+/// result, the arguments and their checksum.
+pub(crate) fn hints(tool: Option<&str>, args: Option<Value>) -> Completion {
+    let checksum = match (tool, args.as_ref()) {
+        (Some(t), Some(a)) => Some(checksum_of(t, Some(a))),
+        _ => None,
+    };
+    Completion {
+        tool: tool.map(str::to_owned),
+        args,
+        checksum,
+        ..Completion::default()
+    }
+}
+
+/// Event time for inputs that do not carry one on every line.
+///
+/// The rule, documented in `docs/ADAPTERS.md`: a line that carries a time uses it; a line that does
+/// not gets the last time seen before it plus the number of lines since that line, in
+/// milliseconds; before any time, [`Options::base_time`] (default: the Unix epoch) plus the
+/// 0-based line index. Never the wall clock.
+#[derive(Debug, Clone)]
+pub(crate) struct Clock {
+    base: Timestamp,
+    anchor: Option<(usize, Timestamp)>,
+}
+
+impl Clock {
+    pub fn new(base: Timestamp) -> Clock {
+        Clock { base, anchor: None }
+    }
+
+    /// The time of line `index` (0-based), given the time the line itself carries, if any.
+    pub fn at(&mut self, index: usize, native: Option<Timestamp>) -> Timestamp {
+        match native {
+            Some(t) => {
+                self.anchor = Some((index, t));
+                t
+            }
+            None => match self.anchor {
+                Some((i, t)) => t.plus_millis(index.saturating_sub(i) as u64),
+                None => self.base.plus_millis(index as u64),
+            },
+        }
+    }
+}
+
+/// Renames ids that a format reuses for different calls inside one scope.
+///
+/// The processor treats a second event with a call id it has already closed as a repeat, so a
+/// provider that numbers calls `call_0`, `call_1`, … per response, or a JSON-RPC client that
+/// restarts its ids, would lose calls. The first call with an id keeps it; the n-th call with the
+/// same id in the same scope becomes `id#n`. A result names the oldest call with its id that has no
+/// result yet (or, when all have one, the latest: a repeated result).
+#[derive(Debug, Default)]
+pub(crate) struct IdScope {
+    calls: HashMap<(String, String), Vec<(String, bool)>>,
+}
+
+impl IdScope {
+    /// The id to use for a new call with native id `id`.
+    pub fn open(&mut self, scope: &str, id: &str) -> String {
+        let list = self
+            .calls
+            .entry((scope.to_owned(), id.to_owned()))
+            .or_default();
+        let unique = if list.is_empty() {
+            id.to_owned()
+        } else {
+            format!("{id}#{}", list.len() + 1)
+        };
+        list.push((unique.clone(), false));
+        unique
+    }
+
+    /// The id to use for a result that names native id `id`.
+    pub fn close(&mut self, scope: &str, id: &str) -> String {
+        match self.calls.get_mut(&(scope.to_owned(), id.to_owned())) {
+            None => id.to_owned(),
+            Some(list) => {
+                if let Some(entry) = list.iter_mut().find(|(_, done)| !done) {
+                    entry.1 = true;
+                    entry.0.clone()
+                } else {
+                    list.last()
+                        .map_or_else(|| id.to_owned(), |(u, _)| u.clone())
+                }
+            }
+        }
+    }
+
+    /// Whether a call with this native id is open (has no result yet) in the scope.
+    pub fn pending(&self, scope: &str, id: &str) -> bool {
+        self.calls
+            .get(&(scope.to_owned(), id.to_owned()))
+            .is_some_and(|list| list.iter().any(|(_, done)| !done))
+    }
+}
+
+/// Splits input into `(1-based line number, line)` with the line ending removed.
+pub(crate) fn lines(input: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
+    input.split(|&b| b == b'\n').enumerate().map(|(i, l)| {
+        let l = l.strip_suffix(b"\r").unwrap_or(l);
+        (i + 1, l)
+    })
+}
+
+/// What one line of a server-sent-events stream holds.
+pub(crate) enum Sse<'a> {
+    /// A JSON payload (the part after `data:`, or a bare JSON line as in recorded chunk files).
+    Data(&'a [u8]),
+    /// An `event:` / `id:` / `retry:` field, a comment, a blank line or `data: [DONE]`.
+    Skip,
+}
+
+/// Reads one SSE line. Recorded chunk files often drop the `data: ` prefix; both forms are read.
+pub(crate) fn sse(line: &[u8]) -> Sse<'_> {
+    let trimmed = trim_ascii(line);
+    if trimmed.is_empty() || trimmed.starts_with(b":") {
+        return Sse::Skip;
+    }
+    for field in [&b"event:"[..], b"id:", b"retry:"] {
+        if trimmed.starts_with(field) {
+            return Sse::Skip;
+        }
+    }
+    let data = match trimmed.strip_prefix(b"data:") {
+        Some(rest) => trim_ascii(rest),
+        None => trimmed,
+    };
+    if data == b"[DONE]" || data.is_empty() {
+        Sse::Skip
+    } else {
+        Sse::Data(data)
+    }
+}
+
+fn trim_ascii(mut s: &[u8]) -> &[u8] {
+    while let [first, rest @ ..] = s {
+        if first.is_ascii_whitespace() {
+            s = rest;
+        } else {
+            break;
+        }
+    }
+    while let [rest @ .., last] = s {
+        if last.is_ascii_whitespace() {
+            s = rest;
+        } else {
+            break;
+        }
+    }
+    s
+}
+
+/// The file name without directories and extensions; the session of files that name none.
+pub(crate) fn file_stem(name: &str) -> String {
+    if name == "-" || name == "<stdin>" || name.is_empty() {
+        return "stdin".to_owned();
+    }
+    let base = name.rsplit(['/', '\\']).next().unwrap_or(name);
+    let stem = base.split('.').next().unwrap_or(base);
+    if stem.is_empty() {
+        base.to_owned()
+    } else {
+        stem.to_owned()
+    }
+}
+
+pub(crate) fn non_empty(s: Option<String>) -> Option<String> {
+    s.filter(|s| !s.trim().is_empty())
+}
+
+/// A string field, absent when missing, not a string, or blank.
+pub(crate) fn str_field<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
+    v.get(key)
+        .and_then(Value::as_str)
+        .filter(|s| !s.trim().is_empty())
+}
+
+/// A JSON-RPC style id (string or number) as a string; blank strings count as absent.
+pub(crate) fn id_field(v: &Value, key: &str) -> Option<String> {
+    match v.get(key)? {
+        Value::String(s) if !s.trim().is_empty() => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// The first 80 characters of a value, for error messages.
+pub(crate) fn excerpt(s: &str) -> String {
+    let mut out: String = s.chars().take(80).collect();
+    if out.len() < s.len() {
+        out.push('…');
+    }
+    out
+}
+
+/// An RFC 3339 string field as a timestamp.
+pub(crate) fn rfc3339_field(v: &Value, key: &str) -> Option<Timestamp> {
+    v.get(key)
+        .and_then(Value::as_str)
+        .and_then(|s| Timestamp::parse_rfc3339(s).ok())
+}
+
+/// Seconds since the epoch (integer or fractional) as a timestamp.
+pub(crate) fn seconds(v: &Value) -> Option<Timestamp> {
+    let s = v.as_f64()?;
+    if !s.is_finite() {
+        return None;
+    }
+    Some(Timestamp::from_millis((s * 1000.0).round() as i64))
+}
+
+/// A time in whatever form a logger wrote it: RFC 3339, or a number (or numeric string) of
+/// seconds, milliseconds, microseconds or nanoseconds since the epoch, told apart by magnitude.
+pub(crate) fn loose_time(v: &Value) -> Option<Timestamp> {
+    let n = match v {
+        Value::String(s) => {
+            if let Ok(t) = Timestamp::parse_rfc3339(s) {
+                return Some(t);
+            }
+            s.parse::<f64>().ok()?
+        }
+        Value::Number(n) => n.as_f64()?,
+        _ => return None,
+    };
+    if !n.is_finite() || n < 0.0 {
+        return None;
+    }
+    let ms = if n < 1e11 {
+        n * 1e3
+    } else if n < 1e14 {
+        n
+    } else if n < 1e17 {
+        n / 1e3
+    } else {
+        n / 1e6
+    };
+    Some(Timestamp::from_millis(ms.round() as i64))
+}
+
+/// The text of an error-ish value, for matching well-known messages.
+pub(crate) fn text_of(v: &Value) -> Option<&str> {
+    match v {
+        Value::String(s) => Some(s),
+        Value::Array(items) => items
+            .iter()
+            .find_map(|i| i.get("text").and_then(Value::as_str)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clock_uses_native_time_then_counts_lines_from_it() {
+        let mut c = Clock::new(Timestamp::from_millis(1_000));
+        assert_eq!(c.at(0, None), Timestamp::from_millis(1_000));
+        assert_eq!(c.at(3, None), Timestamp::from_millis(1_003));
+        assert_eq!(
+            c.at(5, Some(Timestamp::from_millis(50_000))),
+            Timestamp::from_millis(50_000)
+        );
+        assert_eq!(c.at(9, None), Timestamp::from_millis(50_004));
+    }
+
+    #[test]
+    fn id_scope_renames_reused_ids_and_links_results_oldest_first() {
+        let mut s = IdScope::default();
+        assert_eq!(s.open("a", "call_0"), "call_0");
+        assert_eq!(s.open("a", "call_0"), "call_0#2");
+        assert_eq!(
+            s.open("b", "call_0"),
+            "call_0",
+            "another scope starts afresh"
+        );
+        assert_eq!(s.close("a", "call_0"), "call_0");
+        assert_eq!(s.close("a", "call_0"), "call_0#2");
+        assert_eq!(
+            s.close("a", "call_0"),
+            "call_0#2",
+            "a repeated result names the latest call"
+        );
+        assert_eq!(s.close("a", "nope"), "nope");
+        assert!(!s.pending("a", "call_0") && s.pending("b", "call_0"));
+    }
+
+    #[test]
+    fn sse_lines_with_and_without_data_prefix() {
+        assert!(matches!(sse(b"data: {\"a\":1}"), Sse::Data(b"{\"a\":1}")));
+        assert!(matches!(sse(b"{\"a\":1}\r"), Sse::Data(b"{\"a\":1}")));
+        assert!(matches!(sse(b"event: response.created"), Sse::Skip));
+        assert!(matches!(sse(b"data: [DONE]"), Sse::Skip));
+        assert!(matches!(sse(b": keep-alive"), Sse::Skip));
+        assert!(matches!(sse(b"   "), Sse::Skip));
+    }
+
+    #[test]
+    fn file_stems() {
+        assert_eq!(file_stem("../x/rollout-1.jsonl"), "rollout-1");
+        assert_eq!(file_stem("a.chunks.txt"), "a");
+        assert_eq!(file_stem("-"), "stdin");
+        assert_eq!(file_stem("<stdin>"), "stdin");
+        assert_eq!(file_stem(".hidden"), ".hidden");
+    }
+
+    #[test]
+    fn loose_times_by_magnitude() {
+        let t = Timestamp::parse_rfc3339("2025-01-01T00:00:00Z").unwrap();
+        let ms = t.millis();
+        assert_eq!(loose_time(&Value::from(ms / 1000)), Some(t));
+        assert_eq!(loose_time(&Value::from(ms)), Some(t));
+        assert_eq!(loose_time(&Value::from(ms * 1000)), Some(t));
+        assert_eq!(
+            loose_time(&Value::from((ms * 1_000_000).to_string())),
+            Some(t)
+        );
+        assert_eq!(loose_time(&Value::from("2025-01-01T00:00:00Z")), Some(t));
+        assert_eq!(loose_time(&Value::from("soon")), None);
+    }
+}

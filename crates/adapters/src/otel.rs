@@ -1,0 +1,333 @@
+//! OpenTelemetry GenAI `execute_tool` spans in OTLP JSON.
+
+use serde_json::{Map, Value};
+use toolcalls_model::{Completion, EventBody, Timestamp};
+
+use crate::anthropic::first_line_is_json;
+use crate::common::{announce, hints, lines, str_field, Ctx, Env};
+
+/// OTLP JSON traces (`{"resourceSpans": [...]}`): one export request per line, as the OpenTelemetry
+/// Collector's file exporter writes them, or one document.
+///
+/// Every span with `gen_ai.operation.name = execute_tool` (or named `execute_tool …`) is one call:
+/// an announce at its start and a completion at its end, carrying `startedAt` and `durationMs`.
+/// - call id: `gen_ai.tool.call.id` when the instrumentation records it; without it the
+///   completion still names the tool and, when `gen_ai.tool.call.arguments` is recorded, the
+///   checksum.
+/// - tool: `gen_ai.tool.name`; args: `gen_ai.tool.call.arguments`; result:
+///   `gen_ai.tool.call.result` (both opt-in in the conventions, often absent).
+/// - error: span status `ERROR`, or an `error.type` attribute.
+/// - session: `gen_ai.conversation.id`, else `session.id`, else the trace id; turn: the trace id;
+///   agent: `gen_ai.agent.name` / `gen_ai.agent.id`.
+///
+/// Exporters do not write spans in time order, so this adapter sorts its events by event time
+/// (announce before completion at equal times).
+pub(crate) fn parse(ctx: &mut Ctx<'_>, input: &[u8]) {
+    let mut out: Vec<(Timestamp, usize, Env, EventBody)> = Vec::new();
+    let start = input
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .map(|i| &input[i..]);
+    let whole = start.is_some_and(|t| t.starts_with(b"{") && !first_line_is_json(t));
+    if whole {
+        if let Some(doc) = ctx.json_document(input) {
+            export(ctx, 1, &doc, &mut out);
+        }
+    } else {
+        for (line, bytes) in lines(input) {
+            if let Some(doc) = ctx.json_line(line, bytes) {
+                export(ctx, line, &doc, &mut out);
+            }
+        }
+    }
+    out.sort_by_key(|(t, seq, _, _)| (*t, *seq));
+    for (_, _, env, body) in out {
+        ctx.emit(env, body);
+    }
+}
+
+fn export(
+    ctx: &mut Ctx<'_>,
+    line: usize,
+    doc: &Value,
+    out: &mut Vec<(Timestamp, usize, Env, EventBody)>,
+) {
+    let Some(resource_spans) = doc.get("resourceSpans").and_then(Value::as_array) else {
+        ctx.error(
+            line,
+            "object has no `resourceSpans`; expected an OTLP JSON trace export",
+        );
+        return;
+    };
+    for (ri, rs) in resource_spans.iter().enumerate() {
+        let scopes = rs
+            .get("scopeSpans")
+            .or_else(|| rs.get("instrumentationLibrarySpans"))
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        for (si, ss) in scopes.iter().enumerate() {
+            let spans = ss
+                .get("spans")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or(&[]);
+            for (pi, span) in spans.iter().enumerate() {
+                let at = format!("resourceSpans[{ri}].scopeSpans[{si}].spans[{pi}]");
+                span_events(ctx, line, &at, span, out);
+            }
+        }
+    }
+}
+
+fn span_events(
+    ctx: &mut Ctx<'_>,
+    line: usize,
+    at: &str,
+    span: &Value,
+    out: &mut Vec<(Timestamp, usize, Env, EventBody)>,
+) {
+    let attrs = attributes(span.get("attributes"));
+    let name = str_field(span, "name").unwrap_or("");
+    let op = attrs.get("gen_ai.operation.name").and_then(Value::as_str);
+    if op != Some("execute_tool") && !name.starts_with("execute_tool") {
+        ctx.skip();
+        return;
+    }
+    let tool = attrs
+        .get("gen_ai.tool.name")
+        .and_then(Value::as_str)
+        .or_else(|| name.strip_prefix("execute_tool ").map(str::trim))
+        .filter(|t| !t.is_empty());
+    let Some(tool) = tool else {
+        ctx.error_at(line, at, "execute_tool span names no tool (no `gen_ai.tool.name`, no `execute_tool <tool>` span name); skipped");
+        return;
+    };
+    let (Some(start), Some(end)) = (
+        nanos(span.get("startTimeUnixNano")),
+        nanos(span.get("endTimeUnixNano")),
+    ) else {
+        ctx.error_at(
+            line,
+            at,
+            "span has no valid `startTimeUnixNano` / `endTimeUnixNano`; skipped",
+        );
+        return;
+    };
+    let end = end.max(start);
+    let trace = str_field(span, "traceId").map(str::to_owned);
+    let session = ["gen_ai.conversation.id", "session.id"]
+        .iter()
+        .find_map(|k| attrs.get(*k).and_then(Value::as_str))
+        .map(str::to_owned)
+        .or_else(|| trace.clone());
+    let call_id = attrs
+        .get("gen_ai.tool.call.id")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let args = attrs.get("gen_ai.tool.call.arguments").cloned();
+    let status = span.get("status").and_then(|s| s.get("code"));
+    let is_error = matches!(status, Some(Value::Number(n)) if n.as_u64() == Some(2))
+        || status.and_then(Value::as_str) == Some("STATUS_CODE_ERROR")
+        || attrs.contains_key("error.type");
+    let mut span_attrs = Map::new();
+    if let Some(id) = span.get("spanId") {
+        span_attrs.insert("spanId".into(), id.clone());
+    }
+    let env = Env {
+        session,
+        turn: trace,
+        call_id,
+        attributes: Some(span_attrs),
+        ..Env::default()
+    };
+    let mut a = announce(tool, args.clone());
+    a.agent = ["gen_ai.agent.name", "gen_ai.agent.id"]
+        .iter()
+        .find_map(|k| attrs.get(*k).and_then(Value::as_str))
+        .map(str::to_owned);
+    let result = attrs.get("gen_ai.tool.call.result").cloned().or_else(|| {
+        is_error.then(|| {
+            span.get("status")
+                .and_then(|s| s.get("message"))
+                .cloned()
+                .unwrap_or(Value::Null)
+        })
+    });
+    let c = Completion {
+        result: result.filter(|r| !r.is_null()),
+        is_error,
+        started_at: Some(start),
+        duration_ms: Some(end.millis_since(start)),
+        ..hints(Some(tool), args)
+    };
+    let seq = out.len();
+    out.push((
+        start,
+        seq,
+        Env {
+            time: start,
+            ..env.clone()
+        },
+        EventBody::Announce(a),
+    ));
+    out.push((
+        end,
+        seq + 1,
+        Env { time: end, ..env },
+        EventBody::Completion(c),
+    ));
+}
+
+/// OTLP `KeyValue` list → map of plain JSON values.
+fn attributes(list: Option<&Value>) -> Map<String, Value> {
+    let mut out = Map::new();
+    for kv in list
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+    {
+        if let (Some(k), Some(v)) = (str_field(kv, "key"), kv.get("value")) {
+            out.insert(k.to_owned(), any_value(v));
+        }
+    }
+    out
+}
+
+/// OTLP `AnyValue` → plain JSON.
+fn any_value(v: &Value) -> Value {
+    if let Some(s) = v.get("stringValue") {
+        return s.clone();
+    }
+    if let Some(b) = v.get("boolValue") {
+        return b.clone();
+    }
+    if let Some(i) = v.get("intValue") {
+        // int64 travels as a string in OTLP JSON.
+        return match i {
+            Value::String(s) => s.parse::<i64>().map_or_else(|_| i.clone(), Value::from),
+            other => other.clone(),
+        };
+    }
+    if let Some(d) = v.get("doubleValue") {
+        return d.clone();
+    }
+    if let Some(items) = v
+        .get("arrayValue")
+        .and_then(|a| a.get("values"))
+        .and_then(Value::as_array)
+    {
+        return Value::Array(items.iter().map(any_value).collect());
+    }
+    if let Some(kv) = v.get("kvlistValue") {
+        return Value::Object(attributes(kv.get("values")));
+    }
+    if let Some(b) = v.get("bytesValue") {
+        return b.clone();
+    }
+    Value::Null
+}
+
+/// Nanoseconds since the epoch (a decimal string in OTLP JSON, sometimes a number) → timestamp.
+fn nanos(v: Option<&Value>) -> Option<Timestamp> {
+    let n: i128 = match v? {
+        Value::String(s) => s.parse().ok()?,
+        Value::Number(n) => i128::from(n.as_u64()?),
+        _ => return None,
+    };
+    if n <= 0 {
+        return None;
+    }
+    i64::try_from(n / 1_000_000)
+        .ok()
+        .map(Timestamp::from_millis)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{parse, Format, Options};
+    use toolcalls_model::{EventBody, EventKind};
+
+    #[test]
+    fn execute_tool_spans_become_time_ordered_pairs() {
+        let s = include_str!("../tests/data/otel-genai-spans.jsonl");
+        let p = parse(
+            Format::Otel,
+            "otel-genai-spans.jsonl",
+            s.as_bytes(),
+            &Options::default(),
+        );
+        assert_eq!(p.errors.len(), 1, "{:?}", p.errors);
+        assert!(p.errors[0].message.contains("names no tool"));
+        assert_eq!(p.errors[0].line, 2);
+        use EventKind::*;
+        let got: Vec<_> = p
+            .events
+            .iter()
+            .map(|e| {
+                (
+                    e.kind(),
+                    e.call_id.as_ref().map(|c| c.0.as_str()),
+                    e.time.to_rfc3339(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    Announce,
+                    Some("call_w1"),
+                    "2026-04-01T12:00:01.000Z".to_owned()
+                ),
+                (
+                    Announce,
+                    Some("call_w2"),
+                    "2026-04-01T12:00:01.010Z".to_owned()
+                ),
+                (
+                    Completion,
+                    Some("call_w2"),
+                    "2026-04-01T12:00:01.300Z".to_owned()
+                ),
+                (
+                    Completion,
+                    Some("call_w1"),
+                    "2026-04-01T12:00:01.750Z".to_owned()
+                ),
+                (Announce, None, "2026-04-01T12:00:03.000Z".to_owned()),
+                (Completion, None, "2026-04-01T12:00:03.120Z".to_owned()),
+            ]
+        );
+        for e in &p.events[..4] {
+            assert_eq!(e.session.as_str(), "conv-42");
+            assert_eq!(
+                e.turn.as_ref().unwrap().as_str(),
+                "5b8efff798038103d269b633813fc60c"
+            );
+        }
+        assert_eq!(
+            p.events[4].session.as_str(),
+            "0af7651916cd43dd8448eb211c80319c",
+            "no conversation id: the trace"
+        );
+        let EventBody::Completion(c) = &p.events[3].body else {
+            panic!()
+        };
+        assert_eq!(c.duration_ms, Some(750));
+        assert!(!c.is_error);
+        let EventBody::Completion(c) = &p.events[5].body else {
+            panic!()
+        };
+        assert!(c.is_error);
+        let EventBody::Announce(a) = &p.events[4].body else {
+            panic!()
+        };
+        assert_eq!(
+            c.checksum, a.checksum,
+            "no call id, but the checksum links them"
+        );
+        assert_eq!(a.agent.as_deref(), Some("db-agent"));
+        assert_eq!(p.skipped, 2, "the chat span and the invoke_agent span");
+    }
+}
