@@ -14,14 +14,14 @@ impl Rng {
     pub fn new(seed: u64) -> Self {
         Rng(seed | 1)
     }
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
         self.0
     }
     pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+        self.next_u64() % n
     }
     pub fn chance(&mut self, percent: u64) -> bool {
         self.below(100) < percent

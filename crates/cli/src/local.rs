@@ -80,7 +80,10 @@ struct Summary {
 pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     let file: FileConfig = settings::read_file(args.config.config.as_deref())?;
     let local = file.local.unwrap_or_default();
-    let config = args.core.resolve(&file.core.unwrap_or_default())?;
+    let config = args
+        .core
+        .resolve(&file.core.unwrap_or_default())
+        .map_err(anyhow::Error::msg)?;
     let at_end = args.at_end.or(local.at_end).unwrap_or(AtEnd::Deadlines);
     let strict = args.strict || local.strict.unwrap_or(false);
     let format = match args.format.as_deref() {

