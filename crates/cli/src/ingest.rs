@@ -1,14 +1,11 @@
-//! `toolcalls ingest`: native agent files → v1 events.
+//! `toolcalls ingest`: native agent files → v1 events, to Kafka or to JSON lines.
 //!
 //! Each file goes through its adapter (`toolcalls-adapters`; the format is named with `--format`
-//! or detected when unambiguous) and the events come out as JSON lines (`--out FILE`, `-` for
-//! standard output), one v1 event per line, in file order. A malformed line is reported on stderr
-//! with its file and line and the rest of the file is still read (`--strict` stops instead). A
-//! summary per file goes to stderr at the end.
-//!
-//! Publishing goes through the [`Sink`] trait: every event is handed over with its Kafka key (the
-//! session, [`toolcalls_adapters::partition_key`]) and its encoded bytes, so a Kafka producer is
-//! one more `Sink`.
+//! or detected when unambiguous). Without `--out` the events are published to the input topics,
+//! keyed by session (see `toolcalls_kafka::publish`); with `--out FILE` (`-` for standard output)
+//! they are written as JSON lines, one v1 event per line, in file order. A malformed line is
+//! reported on stderr with its file and line and the rest of the file is still read (`--strict`
+//! stops instead). A summary per file goes to stderr at the end.
 
 use anyhow::{bail, Context};
 use std::collections::BTreeMap;
@@ -58,6 +55,21 @@ pub struct Args {
     /// Print no summary on stderr
     #[arg(long, short = 'q', env = "TOOLCALLS_QUIET")]
     quiet: bool,
+    /// Without --out: publish to the Kafka cluster at these bootstrap servers
+    /// [default: localhost:9092]
+    #[arg(long, env = "TOOLCALLS_BROKERS", value_name = "HOSTS")]
+    brokers: Option<String>,
+    /// Topic for announces and turn, approval and hook events [default: toolcalls.announce]
+    #[arg(long, env = "TOOLCALLS_ANNOUNCE_TOPIC", value_name = "TOPIC")]
+    announce_topic: Option<String>,
+    /// Topic for completions and execution ends [default: toolcalls.completion]
+    #[arg(long, env = "TOOLCALLS_COMPLETION_TOPIC", value_name = "TOPIC")]
+    completion_topic: Option<String>,
+    /// librdkafka property for the producer, repeatable: `--kafka security.protocol=SSL`
+    /// (the default partitioner is `murmur2_random`; all producers of the input topics must use
+    /// the same one). The environment variable takes a comma-separated list.
+    #[arg(long = "kafka", env = "TOOLCALLS_KAFKA", value_name = "KEY=VALUE", value_parser = toolcalls_kafka::config::parse_key_value, value_delimiter = ',')]
+    kafka: Vec<(String, String)>,
 }
 
 fn parse_time(s: &str) -> Result<Timestamp, String> {
@@ -108,9 +120,46 @@ pub struct FileSummary {
     pub sessions: u64,
 }
 
+/// Publishes to the input topics, keyed by session.
+pub struct KafkaSink(toolcalls_kafka::publish::Publisher);
+
+impl Sink for KafkaSink {
+    fn send(&mut self, _key: &[u8], event: &Event, payload: &[u8]) -> anyhow::Result<()> {
+        Ok(self.0.send(event, payload)?)
+    }
+
+    fn finish(&mut self) -> anyhow::Result<()> {
+        let delivered = self.0.finish()?;
+        eprintln!("toolcalls ingest: {delivered} events delivered to Kafka");
+        Ok(())
+    }
+}
+
 pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     let Some(out) = &args.out else {
-        bail!("name where the events go with --out FILE (or --out - for standard output); publishing to Kafka from ingest is not available in this build");
+        let publisher =
+            toolcalls_kafka::publish::Publisher::new(toolcalls_kafka::publish::PublishSettings {
+                brokers: args
+                    .brokers
+                    .clone()
+                    .unwrap_or_else(|| "localhost:9092".into()),
+                announce_topic: args
+                    .announce_topic
+                    .clone()
+                    .unwrap_or_else(|| "toolcalls.announce".into()),
+                completion_topic: args
+                    .completion_topic
+                    .clone()
+                    .unwrap_or_else(|| "toolcalls.completion".into()),
+                kafka: args.kafka.clone(),
+                flush_timeout: Duration::from_secs(60),
+            })?;
+        let mut sink = KafkaSink(publisher);
+        let summaries = run(&args, &mut sink)?;
+        if !args.quiet {
+            print_summary(&summaries);
+        }
+        return Ok(ExitCode::SUCCESS);
     };
     let writer: Box<dyn Write> = if out.as_os_str() == "-" {
         Box::new(BufWriter::new(std::io::stdout().lock()))

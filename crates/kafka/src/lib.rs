@@ -39,6 +39,7 @@ pub mod logging;
 pub mod metrics;
 pub mod output;
 mod partition;
+pub mod publish;
 mod restore;
 mod runtime;
 pub mod topics;

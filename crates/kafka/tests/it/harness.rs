@@ -189,12 +189,31 @@ pub fn produce_raw(topic: &str, key: Option<&[u8]>, payload: Option<&[u8]>) {
 /// One message read back.
 #[derive(Debug, Clone)]
 pub struct Msg {
+    pub partition: i32,
     pub key: Option<Vec<u8>>,
     pub payload: Option<Vec<u8>>,
     pub headers: BTreeMap<String, String>,
 }
 
 impl Msg {
+    fn of(m: &rdkafka::message::BorrowedMessage<'_>) -> Msg {
+        let mut headers = BTreeMap::new();
+        if let Some(h) = m.headers() {
+            for h in h.iter() {
+                headers.insert(
+                    h.key.to_owned(),
+                    String::from_utf8_lossy(h.value.unwrap_or_default()).into_owned(),
+                );
+            }
+        }
+        Msg {
+            partition: m.partition(),
+            key: m.key().map(<[u8]>::to_vec),
+            payload: m.payload().map(<[u8]>::to_vec),
+            headers,
+        }
+    }
+
     pub fn key_str(&self) -> String {
         String::from_utf8_lossy(self.key.as_deref().unwrap_or_default()).into_owned()
     }
@@ -232,20 +251,7 @@ pub fn read_until(topic: &str, mut done: impl FnMut(&[Msg]) -> bool) -> Vec<Msg>
             out.len()
         );
         if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
-            let mut headers = BTreeMap::new();
-            if let Some(h) = m.headers() {
-                for h in h.iter() {
-                    headers.insert(
-                        h.key.to_owned(),
-                        String::from_utf8_lossy(h.value.unwrap_or_default()).into_owned(),
-                    );
-                }
-            }
-            out.push(Msg {
-                key: m.key().map(<[u8]>::to_vec),
-                payload: m.payload().map(<[u8]>::to_vec),
-                headers,
-            });
+            out.push(Msg::of(&m));
         }
     }
     out
@@ -494,20 +500,7 @@ pub fn read_to_end(topic: &str) -> Vec<Msg> {
         match c.poll(Duration::from_millis(100)) {
             Some(Ok(m)) => {
                 eof.remove(&m.partition());
-                let mut headers = BTreeMap::new();
-                if let Some(h) = m.headers() {
-                    for h in h.iter() {
-                        headers.insert(
-                            h.key.to_owned(),
-                            String::from_utf8_lossy(h.value.unwrap_or_default()).into_owned(),
-                        );
-                    }
-                }
-                out.push(Msg {
-                    key: m.key().map(<[u8]>::to_vec),
-                    payload: m.payload().map(<[u8]>::to_vec),
-                    headers,
-                });
+                out.push(Msg::of(&m));
             }
             Some(Err(rdkafka::error::KafkaError::PartitionEOF(p))) => {
                 eof.insert(p);

@@ -5,6 +5,7 @@
 mod dlq;
 mod flow;
 mod harness;
+mod ingest;
 mod kill;
 mod prom;
 mod restart;
