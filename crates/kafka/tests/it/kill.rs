@@ -1,4 +1,5 @@
-//! SIGKILL at four points of the batch cycle, restart, and check downstream.
+//! SIGKILL at four points of the batch cycle (and two in at-least-once mode), restart, and check
+//! downstream.
 //!
 //! The first instance processes all announces and the first half of the results, and is killed at
 //! its second hit of the failpoint; a restarted instance (same instance id, so it fences the
@@ -13,8 +14,13 @@ use std::collections::BTreeMap;
 use toolcalls_core::{replay, FinishMode};
 
 fn kill_and_restart(point: &str) {
+    kill_and_restart_with(point, toolcalls_kafka::Guarantee::ExactlyOnce);
+}
+
+fn kill_and_restart_with(point: &str, guarantee: toolcalls_kafka::Guarantee) {
     let mut s = settings(&format!("kill-{point}"));
     s.commit_interval_ms = 50;
+    s.guarantee = guarantee;
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(create_topics(&s, 2));
     let (announces, completions) = synth(point, 6, 16);
@@ -59,7 +65,7 @@ fn kill_and_restart(point: &str) {
     let records = read_to_end(&s.topics.records);
     let duplicates = check_downstream(&records, &want, false);
     eprintln!(
-        "kill at {point}: {} records, {duplicates} identical copies from aborted batches",
+        "kill at {point} ({guarantee:?}): {} records, {duplicates} identical copies of replayed batches",
         records.len()
     );
     let dlq = read_to_end(&s.topics.dlq);
@@ -88,4 +94,17 @@ fn sigkill_after_send_offsets() {
 #[test]
 fn sigkill_during_commit() {
     kill_and_restart("during_commit");
+}
+
+// At-least-once: outputs are flushed before offsets are committed, so a kill after producing
+// replays the batch; the replay must give byte-identical records under the same keys, and the
+// state written past the committed offsets must be ignored on restore.
+#[test]
+fn at_least_once_sigkill_after_consume() {
+    kill_and_restart_with("after_consume", toolcalls_kafka::Guarantee::AtLeastOnce);
+}
+
+#[test]
+fn at_least_once_sigkill_after_produce() {
+    kill_and_restart_with("after_produce", toolcalls_kafka::Guarantee::AtLeastOnce);
 }
