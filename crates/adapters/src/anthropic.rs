@@ -81,7 +81,7 @@ pub(crate) fn is_interrupt(content: Option<&Value>) -> bool {
 /// A completion for a `tool_result` block.
 pub(crate) fn result_completion(content: Option<&Value>, is_error: bool) -> Completion {
     Completion {
-        result: content.cloned(),
+        result: (content.cloned()).map(toolcalls_model::Json::from),
         is_error,
         cancelled: is_interrupt(content),
         ..Completion::default()
@@ -514,7 +514,10 @@ data: {"type":"message_stop"}
             panic!()
         };
         assert_eq!(a.tool, "search");
-        assert_eq!(a.args, Some(serde_json::json!({"q": "rust"})));
+        assert_eq!(
+            a.args.as_ref().map(|j| j.to_value()),
+            Some(serde_json::json!({"q": "rust"}))
+        );
         assert!(a.checksum.is_some());
     }
 

@@ -488,7 +488,7 @@ pub(crate) fn hooks(ctx: &mut Ctx<'_>, input: &[u8]) {
                     .and_then(Value::as_bool)
                     .unwrap_or(false);
                 let c = Completion {
-                    result: response,
+                    result: (response).map(toolcalls_model::Json::from),
                     cancelled: interrupted,
                     ..hints(tool, args)
                 };
@@ -496,7 +496,7 @@ pub(crate) fn hooks(ctx: &mut Ctx<'_>, input: &[u8]) {
             }
             "PostToolUseFailure" => {
                 let c = Completion {
-                    result: p.get("error").cloned(),
+                    result: (p.get("error").cloned()).map(toolcalls_model::Json::from),
                     is_error: true,
                     cancelled: p
                         .get("is_interrupt")

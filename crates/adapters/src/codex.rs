@@ -140,7 +140,7 @@ pub(crate) fn rollout(ctx: &mut Ctx<'_>, input: &[u8]) {
                     ..env
                 };
                 let c = Completion {
-                    result: Some(output),
+                    result: Some(toolcalls_model::Json::from(output)),
                     is_error: failed,
                     ..Completion::default()
                 };
@@ -300,7 +300,7 @@ pub(crate) fn exec_json(ctx: &mut Ctx<'_>, input: &[u8]) {
                     ..env
                 };
                 let c = Completion {
-                    result: call.result,
+                    result: (call.result).map(toolcalls_model::Json::from),
                     is_error: call.failed,
                     ..hints(Some(&call.tool), call.args)
                 };
@@ -444,7 +444,7 @@ mod tests {
             panic!()
         };
         assert!(
-            a.args.as_ref().unwrap().is_string(),
+            a.args.as_ref().unwrap().to_value().is_string(),
             "arguments are kept as sent"
         );
     }

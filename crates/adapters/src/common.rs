@@ -192,7 +192,7 @@ pub(crate) fn announce(tool: &str, args: Option<Value>) -> Announce {
     let checksum = args.as_ref().map(|a| checksum_of(tool, Some(a)));
     Announce {
         tool: tool.to_owned(),
-        args,
+        args: (args).map(toolcalls_model::Json::from),
         checksum,
         ..Announce::default()
     }
@@ -207,7 +207,7 @@ pub(crate) fn hints(tool: Option<&str>, args: Option<Value>) -> Completion {
     };
     Completion {
         tool: tool.map(str::to_owned),
-        args,
+        args: (args).map(toolcalls_model::Json::from),
         checksum,
         ..Completion::default()
     }

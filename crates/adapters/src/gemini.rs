@@ -77,7 +77,7 @@ pub(crate) fn cli_session(ctx: &mut Ctx<'_>, input: &[u8]) {
                     }
                     let done = rfc3339_field(tc, "timestamp").map_or(time, |t| t.max(time));
                     let c = Completion {
-                        result: tc.get("result").map(cli_result),
+                        result: (tc.get("result").map(cli_result)).map(toolcalls_model::Json::from),
                         is_error: status == "error",
                         cancelled: status == "cancelled",
                         ..hints(Some(name), args)
@@ -411,7 +411,7 @@ impl Api {
                 .and_then(|r| r.get("error"))
                 .is_some_and(|e| !e.is_null());
             let c = Completion {
-                result: response,
+                result: (response).map(toolcalls_model::Json::from),
                 is_error,
                 ..hints(str_field(fr, "name"), None)
             };
@@ -474,7 +474,10 @@ mod tests {
         let EventBody::Completion(ok) = &p.events[1].body else {
             panic!()
         };
-        assert_eq!(ok.result, Some(serde_json::json!({"output": "empty"})));
+        assert_eq!(
+            ok.result.as_ref().map(|j| j.to_value()),
+            Some(serde_json::json!({"output": "empty"}))
+        );
         assert!(ok.checksum.is_some());
         assert_eq!(p.events[1].time.to_rfc3339(), "2025-10-27T19:56:05.000Z");
         assert_eq!(p.events[0].time.to_rfc3339(), "2025-10-27T19:56:04.625Z");

@@ -157,7 +157,8 @@ impl Mcp {
                             let scope = format!("{session_key}\u{0}{}", side.tag());
                             let call = self.ids.close(&scope, &rid);
                             let c = Completion {
-                                result: params.get("reason").cloned(),
+                                result: (params.get("reason").cloned())
+                                    .map(toolcalls_model::Json::from),
                                 cancelled: true,
                                 ..Completion::default()
                             };
@@ -238,7 +239,7 @@ impl Mcp {
                 .and_then(Value::as_bool)
                 .unwrap_or(false);
         let c = Completion {
-            result: error.or(result).cloned(),
+            result: (error.or(result).cloned()).map(toolcalls_model::Json::from),
             is_error,
             ..Completion::default()
         };

@@ -155,7 +155,7 @@ fn span_events(
         })
     });
     let c = Completion {
-        result: result.filter(|r| !r.is_null()),
+        result: (result.filter(|r| !r.is_null())).map(toolcalls_model::Json::from),
         is_error,
         started_at: Some(start),
         duration_ms: Some(end.millis_since(start)),

@@ -13,9 +13,9 @@ use std::collections::{BTreeMap, BTreeSet};
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 use std::sync::Arc;
 use toolcalls_model::{
-    checksum_of, Announce, ApprovalDecision, ApprovalState, CallId, Checksum, Completion,
-    Correlation, Event, EventBody, HookDecisionEntry, HookVerdict, Metadata, Phase, RecordId, Ref,
-    ReplayPolicy, SessionId, Spec, Status, Strategy, Timestamp, ToolCallRecord, TurnId,
+    checksum_of_json, Announce, ApprovalDecision, ApprovalState, CallId, Checksum, Completion,
+    Correlation, Event, EventBody, HookDecisionEntry, HookVerdict, Json, Metadata, Phase, RecordId,
+    Ref, ReplayPolicy, SessionId, Spec, Status, Strategy, Timestamp, ToolCallRecord, TurnId,
 };
 
 /// Key of the partition-wide entry in the dirty set.
@@ -69,7 +69,7 @@ struct Envelope {
 /// What a result-side event says about the call it belongs to.
 struct Subject {
     tool: Option<String>,
-    args: Option<Value>,
+    args: Option<Json>,
     checksum: Option<Checksum>,
 }
 
@@ -288,17 +288,29 @@ impl Correlator {
         entries: impl IntoIterator<Item = (K, V)>,
     ) -> Result<Self, RestoreError> {
         let mut c = Correlator::new(config);
-        let mut max_seq = None::<u64>;
+        // Entries are inserted oldest first, whatever order the changelog gave them in: where two
+        // entries claim one id or idempotency key (a remembered closed call and a newer call with
+        // the same key), the newer one holds it, as it did before the restore.
+        let mut decoded = Vec::new();
         for (key, value) in entries {
             let key = key.as_ref();
-            if key != META_KEY && key.parse::<u64>().is_err() {
-                return Err(RestoreError::Key(key.chars().take(64).collect()));
-            }
+            let seq = match key {
+                META_KEY => None,
+                _ => Some(
+                    key.parse::<u64>()
+                        .map_err(|_| RestoreError::Key(key.chars().take(64).collect()))?,
+                ),
+            };
             let entry: Entry =
                 serde_json::from_slice(value.as_ref()).map_err(|source| RestoreError::Decode {
                     key: key.chars().take(64).collect(),
                     source,
                 })?;
+            decoded.push((seq, entry));
+        }
+        decoded.sort_by_key(|(seq, _)| *seq);
+        let mut max_seq = None::<u64>;
+        for (_, entry) in decoded {
             match entry {
                 Entry::Meta(m) => {
                     c.stream_time = m.stream_time;
@@ -478,7 +490,7 @@ impl Correlator {
                             call.checksum = a
                                 .checksum
                                 .clone()
-                                .or_else(|| Some(checksum_of(&a.tool, a.args.as_ref())));
+                                .or_else(|| Some(checksum_of_json(&a.tool, a.args.as_ref())));
                             call.args = a.args;
                             let (created, checksum) = (call.created_at, call.checksum.clone());
                             if let (Some(cs), Some(state)) = (checksum, self.scopes.get_mut(&scope))
@@ -521,9 +533,11 @@ impl Correlator {
             scope.thread.as_ref(),
             &call_key,
         );
-        let checksum = a
-            .checksum
-            .or_else(|| a.args.as_ref().map(|args| checksum_of(&a.tool, Some(args))));
+        let checksum = a.checksum.or_else(|| {
+            a.args
+                .as_ref()
+                .map(|args| checksum_of_json(&a.tool, Some(args)))
+        });
         let call = Box::new(Call {
             scope: scope.clone(),
             seq,
@@ -628,7 +642,7 @@ impl Correlator {
             attributes,
         } = env;
         let checksum = c.checksum.or_else(|| match (&c.tool, &c.args) {
-            (Some(tool), Some(args)) => Some(checksum_of(tool, Some(args))),
+            (Some(tool), Some(args)) => Some(checksum_of_json(tool, Some(args))),
             _ => None,
         });
         let done = Done {
@@ -728,7 +742,7 @@ impl Correlator {
             checksum,
         } = subject;
         let checksum = checksum.or_else(|| match (&tool, &args) {
-            (Some(tool), Some(args)) => Some(checksum_of(tool, Some(args))),
+            (Some(tool), Some(args)) => Some(checksum_of_json(tool, Some(args))),
             _ => None,
         });
         if let Some(id) = &call_id {
@@ -1493,20 +1507,9 @@ fn encode(entry: &EntryRef<'_>) -> Vec<u8> {
     serde_json::to_vec(entry).expect("state entries always serialize")
 }
 
-/// A rough size of a JSON value in memory (for the pending-bytes gauge).
-fn value_bytes(v: &Value) -> usize {
-    const NODE: usize = std::mem::size_of::<Value>();
-    match v {
-        Value::Null | Value::Bool(_) | Value::Number(_) => NODE,
-        Value::String(s) => NODE + s.len(),
-        Value::Array(a) => NODE + a.iter().map(value_bytes).sum::<usize>(),
-        Value::Object(o) => {
-            NODE + o
-                .iter()
-                .map(|(k, v)| k.len() + 3 * 8 + value_bytes(v))
-                .sum::<usize>()
-        }
-    }
+/// Bytes held by a verbatim JSON value (its text and the box around it).
+fn json_bytes(j: &Json) -> usize {
+    2 * std::mem::size_of::<usize>() + j.as_str().len()
 }
 
 fn call_bytes(call: &Call) -> usize {
@@ -1514,7 +1517,7 @@ fn call_bytes(call: &Call) -> usize {
         + call.key.len()
         + call.tool.len()
         + call.call_id.as_ref().map_or(0, |c| c.as_str().len())
-        + call.args.as_ref().map_or(0, value_bytes)
+        + call.args.as_ref().map_or(0, json_bytes)
         + call.checksum.as_ref().map_or(0, |_| 64)
 }
 
@@ -1522,12 +1525,12 @@ fn loose_bytes(loose: &Loose) -> usize {
     std::mem::size_of::<Loose>()
         + loose.key.len()
         + loose.call_id.as_ref().map_or(0, |c| c.as_str().len())
-        + loose.args.as_ref().map_or(0, value_bytes)
+        + loose.args.as_ref().map_or(0, json_bytes)
         + loose
             .done
             .as_ref()
             .and_then(|d| d.result.as_ref())
-            .map_or(0, value_bytes)
+            .map_or(0, json_bytes)
 }
 
 fn approval_of_facts(

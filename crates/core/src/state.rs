@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::sync::Arc;
 use toolcalls_model::{
-    ApprovalState, CallId, Checksum, HookDecisionEntry, RecordId, SessionId, SideEffects, Source,
-    ThreadId, Timestamp, ToolCallRecord, TurnId,
+    ApprovalState, CallId, Checksum, HookDecisionEntry, Json, RecordId, SessionId, SideEffects,
+    Source, ThreadId, Timestamp, ToolCallRecord, TurnId,
 };
 
 /// The correlation scope: native ids are unique only inside it.
@@ -56,7 +56,7 @@ pub(crate) struct Call {
     pub turn: Option<TurnId>,
     pub tool: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub args: Option<Value>,
+    pub args: Option<Json>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checksum: Option<Checksum>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -101,7 +101,7 @@ impl Call {
 pub(crate) struct Done {
     pub at: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub result: Option<Value>,
+    pub result: Option<Json>,
     #[serde(default)]
     pub is_error: bool,
     #[serde(default)]
@@ -150,7 +150,7 @@ pub(crate) struct Loose {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub args: Option<Value>,
+    pub args: Option<Json>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checksum: Option<Checksum>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -209,9 +209,11 @@ pub(crate) enum Live {
     Loose(Box<Loose>),
 }
 
-/// One changelog value, as written (borrowed) and read back (owned).
+/// One changelog value, as written (borrowed) and read back (owned). Externally tagged
+/// (`{"call": {…}}`): an internally tagged enum would buffer its content, which verbatim JSON
+/// ([`Json`]) cannot pass through.
 #[derive(Serialize)]
-#[serde(tag = "t", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub(crate) enum EntryRef<'a> {
     Call(&'a Call),
     Loose(&'a Loose),
@@ -220,7 +222,7 @@ pub(crate) enum EntryRef<'a> {
 }
 
 #[derive(Deserialize)]
-#[serde(tag = "t", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub(crate) enum Entry {
     Call(Box<Call>),
     Loose(Box<Loose>),

@@ -30,7 +30,10 @@ fn call_id_links_announce_and_completion() {
     assert_eq!(r.correlation.confidence, 1.0);
     assert_eq!(r.correlation.events_merged, 2);
     assert_eq!(r.stream_id.as_ref().map(CallId::as_str), Some("toolu_1"));
-    assert_eq!(r.status.output, Some(json!("text")));
+    assert_eq!(
+        r.status.output.as_ref().map(|o| o.to_value()),
+        Some(json!("text"))
+    );
     assert_eq!(r.status.duration_ms, Some(40));
     assert_eq!(
         r.checksum,
@@ -124,10 +127,16 @@ fn tool_name_is_fifo_when_there_is_no_checksum() {
         Outcome::Matched(Strategy::ToolFifo)
     );
     let r = h.one();
-    assert_eq!(r.spec.input, Some(json!({"p": 1})));
+    assert_eq!(
+        r.spec.input.as_ref().map(|o| o.to_value()),
+        Some(json!({"p": 1}))
+    );
     assert_eq!(r.correlation.candidates, 2);
     h.apply(ev("s").at(6).done_tool("Read", json!("r2")));
-    assert_eq!(h.one().spec.input, Some(json!({"p": 3})));
+    assert_eq!(
+        h.one().spec.input.as_ref().map(|o| o.to_value()),
+        Some(json!({"p": 3}))
+    );
 }
 
 #[test]
@@ -201,7 +210,10 @@ fn unmatched_completion_becomes_one_orphan_after_the_grace() {
     let r = h.one();
     assert_eq!(r.status.phase, Phase::Orphaned);
     assert_eq!(r.correlation.strategy, Strategy::Unmatched);
-    assert_eq!(r.status.output, Some(json!("r")));
+    assert_eq!(
+        r.status.output.as_ref().map(|o| o.to_value()),
+        Some(json!("r"))
+    );
     // A late announce with the same id is accounted for, and does not open a second record.
     assert_eq!(
         h.apply(ev("s").id("x").at(6_000).announce("Read", json!({}))),
@@ -224,12 +236,18 @@ fn symmetric_announce_finds_buffered_completion_by_checksum_and_tool() {
         h.apply(ev("s").at(0).announce("Ls", json!({}))),
         Outcome::Matched(Strategy::ToolFifo)
     );
-    assert_eq!(h.one().status.output, Some(json!("files")));
+    assert_eq!(
+        h.one().status.output.as_ref().map(|o| o.to_value()),
+        Some(json!("files"))
+    );
     assert_eq!(
         h.apply(ev("s").at(1).announce("Grep", json!({"re": "x"}))),
         Outcome::Matched(Strategy::Checksum)
     );
-    assert_eq!(h.one().status.output, Some(json!("hit")));
+    assert_eq!(
+        h.one().status.output.as_ref().map(|o| o.to_value()),
+        Some(json!("hit"))
+    );
 }
 
 #[test]
@@ -297,7 +315,10 @@ fn ids_are_scoped_by_session_source_and_thread() {
     );
     h.apply(ev("s").thread("t2").id("item_1").at(2).done(json!("two")));
     let r = h.one();
-    assert_eq!(r.spec.input, Some(json!({"c": 2})));
+    assert_eq!(
+        r.spec.input.as_ref().map(|o| o.to_value()),
+        Some(json!({"c": 2}))
+    );
     assert_eq!(r.metadata.thread.as_ref().unwrap().as_str(), "t2");
     assert_eq!(
         h.apply(ev("other").thread("t1").id("item_1").at(3).done(json!(0))),
@@ -322,7 +343,7 @@ fn idempotency_key_collapses_retries_into_one_record() {
     let announce = |id: &str, at: i64| {
         ev("s").id(id).at(at).announce_with(Announce {
             tool: "zendesk.create_ticket".into(),
-            args: Some(json!({"subject": "refund"})),
+            args: Some(json!({"subject": "refund"}).into()),
             side_effects: Some(SideEffects {
                 level: Some(SideEffectLevel::ExternalWrite),
                 idempotent: Some(false),
@@ -609,4 +630,53 @@ fn query_views_show_pending_and_running_calls() {
     assert_eq!(h.c.get(&id).unwrap().spec.tool_ref.unwrap().name, "B");
     assert!(h.c.pending_bytes() > 0);
     assert_eq!(h.c.oldest_pending(), Some(t(0)));
+}
+
+#[test]
+fn restore_order_does_not_change_which_call_holds_an_idempotency_key() {
+    // A remembered closed call and a newer live call share one idempotency key; whatever order the
+    // changelog hands them back in, the newer call must keep the key.
+    let announce = |id: &str, at: i64| {
+        ev("s").id(id).at(at).announce_with(Announce {
+            tool: "send".into(),
+            args: Some(json!({"to": "x"}).into()),
+            side_effects: Some(SideEffects {
+                idempotency_key: Some("k".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    };
+    let mut h = Harness::new();
+    h.apply(announce("a1", 0));
+    h.apply(ev("s").id("a1").at(1).done(json!(1)));
+    h.apply(announce("a2", 15_000)); // past the 10 s window: a new call
+    h.take();
+    let mut ops: Vec<(String, Vec<u8>)> =
+        h.c.take_changelog()
+            .into_iter()
+            .filter_map(|op| Some((op.key, op.value?)))
+            .collect();
+    for order in 0..2 {
+        if order == 1 {
+            ops.reverse();
+        }
+        let mut restored = Correlator::restore(config(), ops.clone()).unwrap();
+        let mut out = toolcalls_core::Effects::default();
+        assert_eq!(
+            restored.apply(announce("a3", 15_500), Position::new(1, 0), &mut out),
+            Outcome::Collapsed
+        );
+        assert!(
+            out.records.is_empty(),
+            "collapsed into the live call, not a revision of the closed one"
+        );
+        restored.apply(
+            ev("s").id("a2").at(16_000).done(json!(2)),
+            Position::new(1, 1),
+            &mut out,
+        );
+        assert_eq!(out.records.len(), 1);
+        assert_eq!(out.records[0].correlation.attempts, 2);
+    }
 }

@@ -164,6 +164,15 @@ thread_local! {
     static BUFFER: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
+/// [`checksum_of`] for arguments kept verbatim: the text is parsed (as JavaScript's `JSON.parse`
+/// would read it, numbers through `f64`) and hashed.
+pub fn checksum_of_json(tool: &str, args: Option<&crate::json::Json>) -> Checksum {
+    match args {
+        None => checksum_of(tool, None),
+        Some(json) => checksum_of(tool, Some(&json.to_value())),
+    }
+}
+
 /// Computes the ADK checksum of a tool call: `sha256(canonicalStringify({ tool, args }))`.
 ///
 /// `args` is the value as received; a JSON string is parsed first and `None` hashes as

@@ -11,6 +11,7 @@
 
 use crate::checksum::Checksum;
 use crate::ids::{CallId, SessionId, Source, ThreadId, TurnId};
+use crate::json::Json;
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -108,7 +109,7 @@ impl fmt::Display for EventKind {
 pub struct Announce {
     pub tool: String,
     /// Arguments as the model gave them; a JSON string (OpenAI style) is kept as sent.
-    pub args: Option<Value>,
+    pub args: Option<Json>,
     /// `sha256(canonical {tool, args})`; the processor computes it when absent and args are present.
     pub checksum: Option<Checksum>,
     pub side_effects: Option<SideEffects>,
@@ -127,9 +128,9 @@ pub struct Completion {
     pub tool: Option<String>,
     /// Arguments, when the format repeats them on the result (hook payloads do); with `tool` they
     /// give a checksum.
-    pub args: Option<Value>,
+    pub args: Option<Json>,
     pub checksum: Option<Checksum>,
-    pub result: Option<Value>,
+    pub result: Option<Json>,
     pub is_error: bool,
     /// The call was cancelled before or while it ran (the record becomes Interrupted).
     pub cancelled: bool,
@@ -165,7 +166,7 @@ pub struct TurnEnd {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Approval {
     pub tool: Option<String>,
-    pub args: Option<Value>,
+    pub args: Option<Json>,
     pub checksum: Option<Checksum>,
     pub decision: ApprovalDecision,
     /// Who decided.
@@ -186,7 +187,7 @@ pub enum ApprovalDecision {
 #[derive(Debug, Clone, PartialEq)]
 pub struct HookDecision {
     pub tool: Option<String>,
-    pub args: Option<Value>,
+    pub args: Option<Json>,
     pub checksum: Option<Checksum>,
     pub hook: String,
     pub decision: HookVerdict,
@@ -442,7 +443,7 @@ pub(crate) struct RawEvent {
         deserialize_with = "present",
         skip_serializing_if = "Option::is_none"
     )]
-    pub args: Option<Value>,
+    pub args: Option<Json>,
     #[serde(
         default,
         deserialize_with = "present",
@@ -478,7 +479,7 @@ pub(crate) struct RawEvent {
         deserialize_with = "present",
         skip_serializing_if = "Option::is_none"
     )]
-    pub result: Option<Value>,
+    pub result: Option<Json>,
     #[serde(
         default,
         deserialize_with = "present",

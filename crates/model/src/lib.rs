@@ -19,16 +19,18 @@ pub mod canonical;
 pub mod checksum;
 pub mod event;
 pub mod ids;
+pub mod json;
 pub mod record;
 pub mod time;
 
-pub use checksum::{checksum_of, Checksum, ChecksumError};
+pub use checksum::{checksum_of, checksum_of_json, Checksum, ChecksumError};
 pub use event::{
     Announce, Approval, ApprovalDecision, Completion, DecodeError, Event, EventBody, EventKind,
     ExecutionEnd, ExecutionStart, HookDecision, HookVerdict, SideEffectLevel, SideEffects, TurnEnd,
     WIRE_VERSION,
 };
 pub use ids::{CallId, RecordId, SessionId, Source, ThreadId, TurnId};
+pub use json::Json;
 pub use record::{
     ApprovalState, Correlation, HookDecisionEntry, Metadata, Phase, Ref, ReplayPolicy, Spec,
     Status, Strategy, ToolCallRecord,

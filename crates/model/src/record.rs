@@ -8,6 +8,7 @@
 use crate::checksum::Checksum;
 use crate::event::{ApprovalDecision, HookVerdict, SideEffects};
 use crate::ids::{CallId, RecordId, SessionId, Source, ThreadId, TurnId};
+use crate::json::Json;
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -78,9 +79,9 @@ pub struct Spec {
     /// The tool; absent only on orphan records whose completion did not name it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_ref: Option<Ref>,
-    /// The arguments as the model gave them.
+    /// The arguments exactly as the model gave them (verbatim JSON).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub input: Option<Value>,
+    pub input: Option<Json>,
     #[serde(default)]
     pub side_effects: SideEffects,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -115,7 +116,8 @@ pub struct Status {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output: Option<Value>,
+    /// The result exactly as the tool returned it (verbatim JSON).
+    pub output: Option<Json>,
     #[serde(default)]
     pub is_error: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -445,7 +445,7 @@ fn full_event(kind: EventKind) -> Event {
     let body = match kind {
         EventKind::Announce => EventBody::Announce(Announce {
             tool,
-            args: Some(args),
+            args: Some(args.into()),
             checksum: Some(checksum),
             side_effects: Some(SideEffects {
                 level: Some(SideEffectLevel::ExternalWrite),
@@ -458,9 +458,11 @@ fn full_event(kind: EventKind) -> Event {
         }),
         EventKind::Completion => EventBody::Completion(Completion {
             tool: Some(tool),
-            args: Some(args),
+            args: Some(args.into()),
             checksum: Some(checksum),
-            result: Some(json!({"number": 1042, "url": "https://example.invalid/issues/1042"})),
+            result: Some(
+                json!({"number": 1042, "url": "https://example.invalid/issues/1042"}).into(),
+            ),
             is_error: true,
             cancelled: true,
             started_at: Some(ts("2026-05-10T10:35:00.200Z")),
@@ -485,7 +487,7 @@ fn full_event(kind: EventKind) -> Event {
         }),
         EventKind::Approval => EventBody::Approval(Approval {
             tool: Some(tool),
-            args: Some(args),
+            args: Some(args.into()),
             checksum: Some(checksum),
             decision: ApprovalDecision::Denied,
             by: Some("user:alice".to_owned()),
@@ -493,7 +495,7 @@ fn full_event(kind: EventKind) -> Event {
         }),
         EventKind::HookDecision => EventBody::HookDecision(HookDecision {
             tool: Some(tool),
-            args: Some(args),
+            args: Some(args.into()),
             checksum: Some(checksum),
             hook: "PreToolUse".to_owned(),
             decision: HookVerdict::Modify,
@@ -548,7 +550,7 @@ fn full_record() -> ToolCallRecord {
             tool_ref: Some(Ref {
                 name: tool.to_owned(),
             }),
-            input: Some(input),
+            input: Some(input.into()),
             side_effects: SideEffects {
                 level: Some(SideEffectLevel::ExternalWrite),
                 idempotent: Some(true),
@@ -569,7 +571,7 @@ fn full_record() -> ToolCallRecord {
             started_at: Some(ts("2026-05-10T10:35:01.100Z")),
             completed_at: Some(ts("2026-05-10T10:35:02.000Z")),
             duration_ms: Some(900),
-            output: Some(json!({"error": "rate limited"})),
+            output: Some(json!({"error": "rate limited"}).into()),
             is_error: true,
             hook_decisions: vec![HookDecisionEntry {
                 hook: "PreToolUse".to_owned(),

@@ -67,7 +67,7 @@ impl Ev {
     pub fn announce(self, tool: &str, args: Value) -> Event {
         self.event(EventBody::Announce(Announce {
             tool: tool.into(),
-            args: Some(args),
+            args: Some(args.into()),
             ..Default::default()
         }))
     }
@@ -77,22 +77,22 @@ impl Ev {
     /// A completion with only the envelope's hints (call id, turn).
     pub fn done(self, result: Value) -> Event {
         self.event(EventBody::Completion(Completion {
-            result: Some(result),
+            result: Some(result.into()),
             ..Default::default()
         }))
     }
     pub fn done_tool(self, tool: &str, result: Value) -> Event {
         self.event(EventBody::Completion(Completion {
             tool: Some(tool.into()),
-            result: Some(result),
+            result: Some(result.into()),
             ..Default::default()
         }))
     }
     pub fn done_args(self, tool: &str, args: Value, result: Value) -> Event {
         self.event(EventBody::Completion(Completion {
             tool: Some(tool.into()),
-            args: Some(args),
-            result: Some(result),
+            args: Some(args.into()),
+            result: Some(result.into()),
             ..Default::default()
         }))
     }
@@ -101,7 +101,7 @@ impl Ev {
     }
     pub fn error(self, result: Value) -> Event {
         self.event(EventBody::Completion(Completion {
-            result: Some(result),
+            result: Some(result.into()),
             is_error: true,
             ..Default::default()
         }))
