@@ -871,3 +871,59 @@ impl From<Event> for RawEvent {
         raw
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn announce_with_args(args: &str) -> Vec<u8> {
+        format!(r#"{{"v":1,"kind":"announce","source":"s","session":"x","time":"2026-01-01T00:00:00Z","tool":"t","args":{args}}}"#)
+            .into_bytes()
+    }
+
+    #[test]
+    fn arguments_are_kept_verbatim() {
+        let args = r#"{"b": 12345678901234567890123, "a": 1.0}"#;
+        let e = Event::decode(&announce_with_args(args)).unwrap();
+        let EventBody::Announce(a) = &e.body else {
+            panic!("{e:?}")
+        };
+        assert_eq!(a.args.as_ref().unwrap().as_str(), args);
+        assert_eq!(Event::decode(&e.encode()).unwrap(), e);
+        // `null` is a value (ADK hashes it), not an absent field.
+        let e = Event::decode(&announce_with_args("null")).unwrap();
+        let EventBody::Announce(a) = &e.body else {
+            panic!()
+        };
+        assert_eq!(a.args.as_ref().map(Json::as_str), Some("null"));
+    }
+
+    #[test]
+    fn nesting_too_deep_is_refused_inside_arguments_too() {
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        assert_eq!(
+            Event::decode(&announce_with_args(&deep)),
+            Err(DecodeError::TooDeep)
+        );
+    }
+
+    #[test]
+    fn reasons_are_bounded_labels() {
+        assert_eq!(Event::decode(b"  ").unwrap_err().reason(), "empty");
+        assert_eq!(Event::decode(b"[1]").unwrap_err().reason(), "invalid");
+        assert_eq!(Event::decode(b"{").unwrap_err().reason(), "not_json");
+        assert_eq!(
+            Event::decode(b"{\"v\":2}").unwrap_err().reason(),
+            "unsupported_version"
+        );
+        assert_eq!(
+            Event::decode(&[b'{', 0xff, b'}']).unwrap_err().reason(),
+            "invalid_utf8"
+        );
+        let unknown = br#"{"v":1,"kind":"announce","source":"s","session":"x","time":"2026-01-01T00:00:00Z","tool":"t","tol":1}"#;
+        assert_eq!(
+            Event::decode(unknown).unwrap_err().reason(),
+            "invalid_field"
+        );
+    }
+}

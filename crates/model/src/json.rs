@@ -10,14 +10,23 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 use std::fmt;
 
+/// How deep a value may nest: serde_json's own limit for the rest of a message, so that every
+/// `Json` can also be read as a [`Value`].
+pub const MAX_DEPTH: usize = 128;
+
 /// A JSON value kept as its text. Equality compares the text.
+///
+/// Invariant: the text is one valid JSON value nesting at most [`MAX_DEPTH`] levels, so
+/// [`Json::to_value`] cannot fail.
 #[derive(Clone)]
 pub struct Json(Box<RawValue>);
 
 impl Json {
-    /// Wraps JSON text, checking that it is one JSON value.
+    /// Wraps JSON text, checking that it is one JSON value of at most [`MAX_DEPTH`] levels.
     pub fn parse(text: &str) -> Result<Json, serde_json::Error> {
-        RawValue::from_string(text.to_owned()).map(Json)
+        let raw = RawValue::from_string(text.to_owned())?;
+        check_depth(raw.get()).map_err(serde::de::Error::custom)?;
+        Ok(Json(raw))
     }
 
     /// The compact text of a value.
@@ -76,8 +85,41 @@ impl Serialize for Json {
 
 impl<'de> Deserialize<'de> for Json {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Box::<RawValue>::deserialize(d).map(Json)
+        let raw = Box::<RawValue>::deserialize(d)?;
+        check_depth(raw.get()).map_err(serde::de::Error::custom)?;
+        Ok(Json(raw))
     }
+}
+
+/// Fails when valid JSON `text` nests deeper than [`MAX_DEPTH`] (one pass over the bytes; brackets
+/// inside strings do not count).
+fn check_depth(text: &str) -> Result<(), String> {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in text.as_bytes() {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Err(format!(
+                        "recursion limit exceeded: the value nests deeper than {MAX_DEPTH} levels"
+                    ));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -104,5 +146,19 @@ mod tests {
         assert!(j == v);
         assert!(Json::parse("{oops").is_err());
         assert_eq!(Json::parse(" 1 ").unwrap().to_value(), json!(1));
+    }
+
+    #[test]
+    fn refuses_values_too_deep_to_read_back() {
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(Json::parse(&deep(MAX_DEPTH)).is_ok());
+        let e = Json::parse(&deep(MAX_DEPTH + 1)).unwrap_err().to_string();
+        assert!(e.contains("recursion limit"), "{e}");
+        // Inside a larger message, too (serde's RawValue itself has no depth limit).
+        let msg = format!("[{}]", deep(MAX_DEPTH + 5));
+        assert!(serde_json::from_str::<Vec<Json>>(&msg).is_err());
+        // Brackets inside strings are text, not nesting.
+        let text = format!("\"{}\\\"{}\"", "[".repeat(500), "{".repeat(500));
+        assert!(Json::parse(&text).is_ok(), "{text}");
     }
 }
