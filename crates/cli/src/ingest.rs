@@ -24,14 +24,9 @@ pub struct Args {
     /// The files' format: claude-code, claude-code-stream, claude-code-hooks, anthropic,
     /// openai-chat, openai-responses, codex, codex-exec, gemini-cli, gemini, mcp, otel; `auto`
     /// detects it per file when only one fits (see docs/ADAPTERS.md)
-    #[arg(
-        long,
-        short = 'f',
-        env = "TOOLCALLS_FORMAT",
-        value_name = "FORMAT",
-        default_value = "auto"
-    )]
-    format: String,
+    /// [default: auto]
+    #[arg(long, short = 'f', env = "TOOLCALLS_FORMAT", value_name = "FORMAT")]
+    format: Option<String>,
     /// Write the events as JSON lines to this file (`-` for standard output)
     #[arg(long, short = 'o', env = "TOOLCALLS_INGEST_OUT", value_name = "FILE")]
     out: Option<PathBuf>,
@@ -70,6 +65,80 @@ pub struct Args {
     /// the same one). The environment variable takes a comma-separated list.
     #[arg(long = "kafka", env = "TOOLCALLS_KAFKA", value_name = "KEY=VALUE", value_parser = toolcalls_kafka::config::parse_key_value, value_delimiter = ',')]
     kafka: Vec<(String, String)>,
+    #[command(flatten)]
+    config: crate::settings::ConfigArg,
+}
+
+/// What `ingest` reads from the config file: the processor's `brokers`, `[topics]` and `[kafka]`
+/// (so one file describes the cluster), and its own `[ingest]` table.
+#[derive(Debug, Default, serde::Deserialize)]
+struct IngestFile {
+    brokers: Option<String>,
+    topics: Option<FileTopics>,
+    #[serde(default)]
+    kafka: BTreeMap<String, toml::Value>,
+    ingest: Option<IngestTable>,
+    /// The other subcommands' settings.
+    #[serde(flatten)]
+    _rest: toml::Table,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct FileTopics {
+    announce: Option<String>,
+    completion: Option<String>,
+    /// The processor's other topics.
+    #[serde(flatten)]
+    _rest: toml::Table,
+}
+
+/// The `[ingest]` table.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IngestTable {
+    format: Option<String>,
+    drop_ids: Option<bool>,
+    source: Option<String>,
+    session: Option<String>,
+    base_time: Option<String>,
+    strict: Option<bool>,
+}
+
+impl Args {
+    /// Fills what neither a flag nor the environment set from the config file.
+    fn layer_file(&mut self) -> anyhow::Result<()> {
+        let file: IngestFile = crate::settings::read_file(self.config.config.as_deref())?;
+        let table = file.ingest.unwrap_or_default();
+        self.format = self.format.take().or(table.format);
+        self.drop_ids |= table.drop_ids.unwrap_or(false);
+        self.strict |= table.strict.unwrap_or(false);
+        self.source = self.source.take().or(table.source);
+        self.session = self.session.take().or(table.session);
+        if self.base_time.is_none() {
+            if let Some(t) = table.base_time {
+                self.base_time = Some(
+                    parse_time(&t)
+                        .map_err(anyhow::Error::msg)
+                        .context("[ingest] base_time")?,
+                );
+            }
+        }
+        self.brokers = self.brokers.take().or(file.brokers);
+        let topics = file.topics.unwrap_or_default();
+        self.announce_topic = self.announce_topic.take().or(topics.announce);
+        self.completion_topic = self.completion_topic.take().or(topics.completion);
+        let mut kafka: Vec<(String, String)> = file
+            .kafka
+            .into_iter()
+            .map(|(k, v)| match v {
+                toml::Value::String(s) => (k, s),
+                other => (k, other.to_string()),
+            })
+            .collect();
+        kafka.append(&mut self.kafka);
+        self.kafka = kafka;
+        Ok(())
+    }
 }
 
 fn parse_time(s: &str) -> Result<Timestamp, String> {
@@ -135,7 +204,8 @@ impl Sink for KafkaSink {
     }
 }
 
-pub fn main(args: Args) -> anyhow::Result<ExitCode> {
+pub fn main(mut args: Args) -> anyhow::Result<ExitCode> {
+    args.layer_file()?;
     let Some(out) = &args.out else {
         let publisher =
             toolcalls_kafka::publish::Publisher::new(toolcalls_kafka::publish::PublishSettings {
@@ -178,7 +248,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Reads every file of `args` into `sink`; returns what each file gave.
 pub fn run(args: &Args, sink: &mut dyn Sink) -> anyhow::Result<Vec<FileSummary>> {
-    let forced = match args.format.as_str() {
+    let forced = match args.format.as_deref().unwrap_or("auto") {
         "auto" => None,
         name => Some(name.parse::<Format>()?),
     };

@@ -25,6 +25,7 @@ enum Command {
         /// Partitions of the records and dead-letter topics (default: --partitions).
         #[arg(long, env = "TOOLCALLS_OUTPUT_PARTITIONS")]
         output_partitions: Option<i32>,
+        /// Replication factor of every topic (3 on a production cluster)
         #[arg(long, env = "TOOLCALLS_REPLICATION", default_value_t = 1)]
         replication: i32,
         #[command(flatten)]

@@ -177,3 +177,68 @@ fn settings_come_from_flags_env_and_file() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("max_pendin"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn one_config_file_serves_local_and_ingest() {
+    let dir = std::env::temp_dir().join(format!("toolcalls-shared-cfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("toolcalls.toml");
+    std::fs::write(
+        &cfg,
+        concat!(
+            "brokers = \"kafka:9092\"\n",
+            "group = \"ledger\"\n",
+            "[topics]\nannounce = \"a\"\ncompletion = \"c\"\n",
+            "[kafka]\n\"linger.ms\" = 5\n",
+            "[core]\nturn_grace = \"1s\"\n",
+            "[local]\nat_end = \"interrupt\"\n",
+            "[ingest]\ndrop_ids = true\nformat = \"claude-code-hooks\"\n",
+        ),
+    )
+    .unwrap();
+    let hooks = dir.join("hooks.jsonl");
+    std::fs::write(
+        &hooks,
+        r#"{"session_id":"s1","hook_event_name":"PreToolUse","tool_name":"Read","tool_input":{"file_path":"/a"},"tool_use_id":"toolu_1"}"#,
+    )
+    .unwrap();
+    let c = cfg.to_str().unwrap();
+    let ingest = toolcalls(
+        &[
+            "ingest",
+            "-q",
+            "--config",
+            c,
+            "--out",
+            "-",
+            hooks.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(
+        ingest.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ingest.stderr)
+    );
+    let events: Vec<toolcalls_model::Event> = String::from_utf8_lossy(&ingest.stdout)
+        .lines()
+        .map(|l| toolcalls_model::Event::decode(l.as_bytes()).unwrap())
+        .collect();
+    assert_eq!(events.len(), 1);
+    assert!(events[0].call_id.is_none(), "[ingest] drop_ids applied");
+    let local = toolcalls(
+        &["local", "-q", "--config", c],
+        Some(&String::from_utf8_lossy(&ingest.stdout)),
+    );
+    assert!(
+        local.status.success(),
+        "{}",
+        String::from_utf8_lossy(&local.stderr)
+    );
+    assert_eq!(
+        records(&local)[0].status.phase,
+        Phase::Interrupted,
+        "[local] at_end applied"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

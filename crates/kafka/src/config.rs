@@ -326,6 +326,9 @@ struct FileSettings {
     /// `toolcalls local`'s table: the same file serves every subcommand.
     #[serde(default, rename = "local")]
     _local: Option<toml::Value>,
+    /// `toolcalls ingest`'s table.
+    #[serde(default, rename = "ingest")]
+    _ingest: Option<toml::Value>,
 }
 
 impl RunArgs {
@@ -427,6 +430,10 @@ call_timeout = "5s"
 [kafka]
 "security.protocol" = "SSL"
 "linger.ms" = 5
+[local]
+at_end = "keep"
+[ingest]
+drop_ids = true
 "#,
         )
         .unwrap();
