@@ -511,12 +511,18 @@ impl Correlator {
             }
         }
 
-        // Idempotency key: a retry inside the window collapses into the first call's record.
+        // Idempotency key: a retry inside the window collapses into the first call's record —
+        // unless events of this very call already wait under its id: then it stays a call of its
+        // own, so that what they say is not lost.
         let idem_key = a
             .side_effects
             .as_ref()
             .and_then(|s| s.idempotency_key.clone());
-        if let Some(key) = &idem_key {
+        let awaited = call_id
+            .as_ref()
+            .and_then(|id| self.scopes.get(&scope)?.ids.get(id))
+            .is_some_and(|seq| matches!(self.live.get(seq), Some(Live::Loose(_))));
+        if let Some(key) = idem_key.as_ref().filter(|_| !awaited) {
             if let Some(outcome) = self.collapse(&scope, key, call_id.as_ref(), time, out) {
                 return outcome;
             }

@@ -680,3 +680,35 @@ fn restore_order_does_not_change_which_call_holds_an_idempotency_key() {
         assert_eq!(out.records[0].correlation.attempts, 2);
     }
 }
+
+#[test]
+fn a_retry_whose_result_came_first_is_not_collapsed_away() {
+    let announce = |id: &str, at: i64| {
+        ev("s").id(id).at(at).announce_with(Announce {
+            tool: "send".into(),
+            args: Some(json!({"to": "x"}).into()),
+            side_effects: Some(SideEffects {
+                idempotency_key: Some("k".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    };
+    let mut h = Harness::new();
+    h.apply(announce("a1", 0));
+    // The retry's result arrives before the retry's announce.
+    assert_eq!(
+        h.apply(ev("s").id("a2").at(5).done(json!("second"))),
+        Outcome::Pending
+    );
+    assert_eq!(
+        h.apply(announce("a2", 4)),
+        Outcome::Matched(Strategy::CallId)
+    );
+    assert_eq!(
+        h.one().status.output.as_ref().map(|o| o.to_value()),
+        Some(json!("second"))
+    );
+    h.apply(ev("s").id("a1").at(6).done(json!("first")));
+    assert_eq!(h.one().correlation.attempts, 1);
+}
