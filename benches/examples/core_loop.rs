@@ -15,7 +15,7 @@ fn main() {
     for _ in 0..rounds {
         let mut correlator = Correlator::without_changelog(Config::default());
         let mut out = Effects::default();
-        let mut sink = Vec::with_capacity(1 << 20);
+        let mut buf = Vec::with_capacity(4096);
         for (i, e) in events.iter().enumerate() {
             match stage.as_str() {
                 "parse" => {
@@ -29,8 +29,9 @@ fn main() {
                     correlator.apply(event, Position::new(0, i as i64), &mut out);
                     for r in out.records.drain(..) {
                         if stage == "all" {
-                            serde_json::to_writer(&mut sink, &r).unwrap();
-                            sink.push(b'\n');
+                            buf.clear();
+                            serde_json::to_writer(&mut buf, &r).unwrap();
+                            total += buf.len();
                         } else {
                             total += r.correlation.events_merged as usize;
                         }
@@ -38,7 +39,6 @@ fn main() {
                 }
             }
         }
-        total += sink.len();
     }
     println!("{total}");
 }
