@@ -1,0 +1,103 @@
+//! CPU accounting of a measured interval from /proc: this process (the processor or the copy and
+//! their librdkafka threads), the broker, everything else on the machine, and idle time. The
+//! machine is shared; a run during which other processes took CPU is slower than the code is.
+
+use std::time::{Duration, Instant};
+
+/// Clock ticks per second of /proc (USER_HZ; 100 on every Linux this runs on).
+const HZ: f64 = 100.0;
+
+#[derive(Debug, Clone, Copy)]
+pub struct Mark {
+    at: Instant,
+    busy: u64,
+    idle: u64,
+    me: u64,
+    broker: u64,
+}
+
+/// CPU seconds spent during an interval.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Usage {
+    pub wall: Duration,
+    pub me: f64,
+    pub broker: f64,
+    pub others: f64,
+    pub idle: f64,
+}
+
+impl Usage {
+    pub fn describe(&self, events: usize) -> String {
+        let per = |s: f64| s * 1e6 / events as f64;
+        format!(
+            "CPU over {:.2}s: this process {:.2}s ({:.1} us/item), broker {:.2}s ({:.1} us/item), other processes {:.2}s, idle {:.2}s",
+            self.wall.as_secs_f64(),
+            self.me,
+            per(self.me),
+            self.broker,
+            per(self.broker),
+            self.others,
+            self.idle
+        )
+    }
+}
+
+fn proc_ticks(path: &str) -> u64 {
+    // utime and stime are fields 14 and 15; the command name (field 2) may hold spaces.
+    let Ok(stat) = std::fs::read_to_string(path) else {
+        return 0;
+    };
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return 0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    field(11) + field(12)
+}
+
+fn machine_ticks() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let Some(line) = stat.lines().find(|l| l.starts_with("cpu ")) else {
+        return (0, 0);
+    };
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    let at = |i: usize| v.get(i).copied().unwrap_or(0);
+    // user nice system idle iowait irq softirq steal (guest time is inside user)
+    let busy = at(0) + at(1) + at(2) + at(5) + at(6) + at(7);
+    let idle = at(3) + at(4);
+    (busy, idle)
+}
+
+pub fn mark(broker_pid: Option<u32>) -> Mark {
+    let (busy, idle) = machine_ticks();
+    Mark {
+        at: Instant::now(),
+        busy,
+        idle,
+        me: proc_ticks("/proc/self/stat"),
+        broker: broker_pid.map_or(0, |p| proc_ticks(&format!("/proc/{p}/stat"))),
+    }
+}
+
+pub fn since(start: &Mark, broker_pid: Option<u32>) -> Usage {
+    let end = mark(broker_pid);
+    let s = |a: u64, b: u64| b.saturating_sub(a) as f64 / HZ;
+    let me = s(start.me, end.me);
+    let broker = s(start.broker, end.broker);
+    Usage {
+        wall: end.at - start.at,
+        me,
+        broker,
+        others: (s(start.busy, end.busy) - me - broker).max(0.0),
+        idle: s(start.idle, end.idle),
+    }
+}
