@@ -102,6 +102,10 @@ impl Link {
 pub struct Correlator {
     config: Config,
     stream_time: Option<Timestamp>,
+    /// The largest event time seen per input topic (by `Position::topic`); stream time follows
+    /// the smallest of them (a watermark), so a topic read ahead of the other cannot time out
+    /// calls whose results are still unread there.
+    topic_time: Vec<Option<Timestamp>>,
     next_seq: u64,
     live: BTreeMap<u64, Live>,
     closed: BTreeMap<u64, Closed>,
@@ -136,6 +140,7 @@ impl Correlator {
         Correlator {
             config,
             stream_time: None,
+            topic_time: Vec::new(),
             next_seq: 0,
             live: BTreeMap::new(),
             closed: BTreeMap::new(),
@@ -203,10 +208,7 @@ impl Correlator {
     /// stream time has passed and enforces the state cap. Records go to `out`.
     pub fn apply(&mut self, event: Event, pos: Position, out: &mut Effects) -> Outcome {
         self.pos = pos;
-        let time = event.time;
-        if self.stream_time.is_none_or(|t| time > t) {
-            self.stream_time = Some(time);
-        }
+        self.note_time(pos.topic, event.time);
         let outcome = self.dispatch(event, out);
         self.touch(META_SEQ);
         self.fire_timers(out);
@@ -214,8 +216,41 @@ impl Correlator {
         outcome
     }
 
+    /// Records an event time of input topic `topic` and moves stream time to the watermark: the
+    /// smallest of the input topics' largest event times, once `config.input_topics` topics have
+    /// been seen (never backwards).
+    fn note_time(&mut self, topic: u16, time: Timestamp) {
+        let t = usize::from(topic);
+        if self.topic_time.len() <= t {
+            self.topic_time.resize(t + 1, None);
+        }
+        if self.topic_time[t].is_none_or(|x| time > x) {
+            self.topic_time[t] = Some(time);
+        }
+        let seen = self.topic_time.iter().flatten().count();
+        if seen < usize::from(self.config.input_topics.max(1)) {
+            return;
+        }
+        let watermark = self.topic_time.iter().flatten().min().copied();
+        if let Some(w) = watermark {
+            if self.stream_time.is_none_or(|s| w > s) {
+                self.stream_time = Some(w);
+            }
+        }
+    }
+
+    /// The largest event time seen on any input topic (at or ahead of stream time).
+    pub fn max_event_time(&self) -> Option<Timestamp> {
+        self.topic_time
+            .iter()
+            .flatten()
+            .max()
+            .copied()
+            .max(self.stream_time)
+    }
+
     /// Moves stream time on to `now` (if later) and fires what is due: the wall-clock punctuation
-    /// of an idle partition.
+    /// of an idle partition, or the runtime moving past an input topic that has gone quiet.
     pub fn advance(&mut self, now: Timestamp, out: &mut Effects) {
         if self.stream_time.is_none_or(|t| now > t) {
             self.stream_time = Some(now);
@@ -264,6 +299,7 @@ impl Correlator {
             let (key, value) = if seq == META_SEQ {
                 let meta = Meta {
                     stream_time: self.stream_time,
+                    topic_time: self.topic_time.clone(),
                     next_seq: self.next_seq,
                 };
                 (META_KEY.to_owned(), Some(encode(&EntryRef::Meta(&meta))))
@@ -314,6 +350,7 @@ impl Correlator {
             match entry {
                 Entry::Meta(m) => {
                     c.stream_time = m.stream_time;
+                    c.topic_time = m.topic_time;
                     c.next_seq = c.next_seq.max(m.next_seq);
                 }
                 Entry::Call(mut call) => {

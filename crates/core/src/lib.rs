@@ -23,8 +23,10 @@
 //!
 //! # Time
 //!
-//! Stream time is the largest event time seen by the partition; [`Correlator::advance`] moves it on
-//! for an idle partition. Deadlines fire when stream time passes them, after the event that moved
+//! Stream time is the largest event time seen by the partition — with several input topics, the
+//! smallest of their largest event times (a watermark), so a topic read ahead of the other does not
+//! time out calls whose results are still unread; [`Correlator::advance`] moves it on for an idle
+//! partition or past a topic that has gone quiet. Deadlines fire when stream time passes them, after the event that moved
 //! it has been applied: a call without a result after `call_timeout` is `TimedOut`; pending calls of
 //! an ended or aborted turn become `Interrupted` after `turn_grace`; a denied call that never reports
 //! a result becomes `Denied` after `turn_grace`.
@@ -78,6 +80,10 @@ pub struct Config {
     pub max_pending: usize,
     /// Most closed ids remembered for de-duplication; over it the oldest are forgotten.
     pub max_remembered: usize,
+    /// How many input topics feed the correlator (the processor: 2). Stream time waits until
+    /// events of each have been seen and then follows the slowest (see [`Correlator::advance`] for
+    /// moving past a topic that has gone quiet).
+    pub input_topics: u16,
 }
 
 impl Default for Config {
@@ -90,6 +96,7 @@ impl Default for Config {
             dedupe_window_ms: 10 * 60 * 1000,
             max_pending: 100_000,
             max_remembered: 200_000,
+            input_topics: 1,
         }
     }
 }

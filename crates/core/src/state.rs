@@ -194,11 +194,14 @@ pub(crate) struct Closed {
 }
 
 /// Partition-wide values.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Meta {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_time: Option<Timestamp>,
+    /// Largest event time per input topic.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub topic_time: Vec<Option<Timestamp>>,
     pub next_seq: u64,
 }
 

@@ -187,6 +187,7 @@ fn tight() -> Config {
         dedupe_window_ms: 1_000_000,
         max_pending: 12,
         max_remembered: 1_000,
+        input_topics: 1,
     }
 }
 
@@ -310,10 +311,14 @@ proptest! {
         split in any::<prop::sample::Index>(),
         batch in 1usize..6,
         tight_deadlines in any::<bool>(),
+        two_topics in any::<bool>(),
     ) {
         let (a, b) = streams(&calls, true);
         let events = interleave(a, b, &flips);
-        let config = if tight_deadlines { tight() } else { loose() };
+        let mut config = if tight_deadlines { tight() } else { loose() };
+        // Events alternate between two input topics; with `input_topics: 2` stream time is their
+        // watermark.
+        config.input_topics = if two_topics { 2 } else { 1 };
         let split = if events.is_empty() { 0 } else { split.index(events.len() + 1) };
         let pos = |i: usize| Position::new((i % 2) as u16, i as i64);
 

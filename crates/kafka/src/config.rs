@@ -73,6 +73,10 @@ pub struct Settings {
     pub commit_interval_ms: u64,
     /// How often idle partitions are advanced by wall clock.
     pub punctuation_interval_ms: u64,
+    /// An input topic of a partition that delivered nothing for this long (wall clock) no longer
+    /// holds the partition's stream time back (stream time is otherwise the watermark of both
+    /// input topics).
+    pub input_idle_ms: u64,
     /// Input messages larger than this go to the dead-letter topic (`too_large`).
     pub max_message_bytes: usize,
     /// Events whose time is this far ahead of the wall clock go to the dead-letter topic
@@ -110,6 +114,7 @@ impl Default for Settings {
             guarantee: Guarantee::ExactlyOnce,
             commit_interval_ms: 100,
             punctuation_interval_ms: 1000,
+            input_idle_ms: 5000,
             max_message_bytes: 1024 * 1024,
             max_future_skew_ms: 24 * 3600 * 1000,
             max_inflight_messages: 20_000,
@@ -260,6 +265,10 @@ pub struct RunArgs {
     /// [default: 1000]
     #[arg(long, env = "TOOLCALLS_PUNCTUATION_INTERVAL_MS")]
     pub punctuation_interval_ms: Option<u64>,
+    /// An input topic silent this long (ms, wall clock) while the partition's other topic
+    /// delivers no longer holds stream time back [default: 5000]
+    #[arg(long, env = "TOOLCALLS_INPUT_IDLE_MS")]
+    pub input_idle_ms: Option<u64>,
     /// Larger input messages go to the dead-letter topic (`too_large`) [default: 1048576]
     #[arg(long, env = "TOOLCALLS_MAX_MESSAGE_BYTES")]
     pub max_message_bytes: Option<usize>,
@@ -311,6 +320,7 @@ struct FileSettings {
     guarantee: Option<Guarantee>,
     commit_interval_ms: Option<u64>,
     punctuation_interval_ms: Option<u64>,
+    input_idle_ms: Option<u64>,
     max_message_bytes: Option<usize>,
     max_future_skew_ms: Option<u64>,
     max_inflight_messages: Option<usize>,
@@ -357,6 +367,7 @@ impl RunArgs {
             guarantee,
             commit_interval_ms,
             punctuation_interval_ms,
+            input_idle_ms,
             max_message_bytes,
             max_future_skew_ms,
             max_inflight_messages,

@@ -125,6 +125,8 @@ impl CoreArgs {
                 .max_remembered
                 .or(file.max_remembered)
                 .unwrap_or(d.max_remembered),
+            // Set by the caller: the processor reads two input topics, `local` one stream.
+            input_topics: d.input_topics,
         };
         config
             .validate()

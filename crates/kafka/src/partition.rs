@@ -80,6 +80,8 @@ pub(crate) struct TaskEnv {
     pub changelog_topic: String,
     pub max_message_bytes: usize,
     pub max_future_skew_ms: u64,
+    /// An input topic quiet this long no longer holds stream time back.
+    pub input_idle: std::time::Duration,
     pub metrics: Metrics,
     pub failpoints: Arc<Failpoints>,
 }
@@ -105,6 +107,8 @@ pub(crate) struct PartitionTask {
     anchor: Instant,
     /// No event arrived since the last punctuation.
     idle_since_tick: bool,
+    /// Wall time each input topic last delivered a message (or the task started).
+    topic_seen_at: [Instant; 2],
     m: TaskMetrics,
 }
 
@@ -165,6 +169,7 @@ impl PartitionTask {
             last_timestamp_ms: None,
             anchor: Instant::now(),
             idle_since_tick: false,
+            topic_seen_at: [Instant::now(); 2],
             m,
         }
     }
@@ -178,6 +183,9 @@ impl PartitionTask {
                     self.env.failpoints.stop("after_consume");
                     let start = Instant::now();
                     for m in batch {
+                        if let Some(seen) = self.topic_seen_at.get_mut(usize::from(m.topic)) {
+                            *seen = start;
+                        }
                         self.handle(m).await;
                     }
                     self.env
@@ -192,15 +200,28 @@ impl PartitionTask {
                     self.refresh_gauges(false);
                 }
                 PartitionMsg::Tick => {
+                    // Stream time is the watermark of both input topics; one that has delivered
+                    // nothing for `input_idle` (while the other may flow) no longer holds it back.
+                    let quiet = self
+                        .topic_seen_at
+                        .map(|t| t.elapsed() >= self.env.input_idle);
+                    let mut target = None;
+                    if quiet[0] || quiet[1] {
+                        target = self.correlator.max_event_time();
+                    }
+                    // An idle partition moves on by the wall time that passed since its last
+                    // event, so deadlines fire without new input.
                     if self.idle_since_tick {
-                        if let Some(st) = self.correlator.stream_time() {
+                        if let Some(base) = target.or(self.correlator.stream_time()) {
                             let elapsed = u64::try_from(self.anchor.elapsed().as_millis())
                                 .unwrap_or(u64::MAX);
-                            self.correlator
-                                .advance(st.plus_millis(elapsed), &mut self.effects);
+                            target = Some(base.plus_millis(elapsed));
                             self.anchor = Instant::now();
-                            self.publish_records().await;
                         }
+                    }
+                    if let Some(t) = target {
+                        self.correlator.advance(t, &mut self.effects);
+                        self.publish_records().await;
                     }
                     self.idle_since_tick = true;
                     self.refresh_gauges(true);

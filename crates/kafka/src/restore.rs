@@ -161,11 +161,18 @@ pub(crate) fn restore_partition(
     }
     drop(reader);
     let entries = latest.len();
-    let correlator =
-        Correlator::restore(settings.core.clone(), latest).map_err(|e| Error::Restore {
-            partition,
-            why: e.to_string(),
-        })?;
+    let correlator = Correlator::restore(
+        toolcalls_core::Config {
+            // Both input topics feed each correlator: stream time is their watermark.
+            input_topics: 2,
+            ..settings.core.clone()
+        },
+        latest,
+    )
+    .map_err(|e| Error::Restore {
+        partition,
+        why: e.to_string(),
+    })?;
     Ok(Restored {
         correlator,
         seek,

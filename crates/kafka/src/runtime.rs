@@ -202,6 +202,7 @@ pub async fn start(settings: Settings, registry: Registry) -> Result<Running, Er
         changelog_topic: settings.changelog_topic(),
         max_message_bytes: settings.max_message_bytes,
         max_future_skew_ms: settings.max_future_skew_ms,
+        input_idle: Duration::from_millis(settings.input_idle_ms),
         metrics: metrics.clone(),
         failpoints: failpoints.clone(),
     });

@@ -169,6 +169,7 @@ pub fn config() -> Config {
         dedupe_window_ms: 20_000,
         max_pending: 1_000,
         max_remembered: 1_000,
+        input_topics: 1,
     }
 }
 
