@@ -15,12 +15,9 @@ fn toolcalls(args: &[&str], stdin: Option<&str>) -> Output {
         .spawn()
         .expect("run toolcalls");
     if let Some(input) = stdin {
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
+        // A child that refuses its arguments exits before reading: a broken pipe here is its
+        // answer, not a test failure.
+        let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
     }
     drop(child.stdin.take());
     child.wait_with_output().unwrap()
