@@ -174,10 +174,34 @@ impl PartitionTask {
         }
     }
 
-    /// Runs until the channel closes or a checkpoint is abandoned.
-    pub async fn run(mut self, mut rx: mpsc::UnboundedReceiver<PartitionMsg>) {
+    /// Runs until the control channel closes or a checkpoint is abandoned.
+    ///
+    /// Control messages (checkpoints, punctuation, queries) come on `rx` and are served before
+    /// input batches (`data`): a checkpoint must not wait behind thousands of queued messages, or
+    /// the commit interval stretches with the backlog. What a checkpoint reports is exactly what
+    /// was applied before it, so the order between the two channels does not change the results.
+    pub async fn run(
+        mut self,
+        mut rx: mpsc::UnboundedReceiver<PartitionMsg>,
+        mut data: mpsc::UnboundedReceiver<PartitionMsg>,
+    ) {
         self.refresh_gauges(true);
-        while let Some(msg) = rx.recv().await {
+        let mut data_open = true;
+        loop {
+            let msg = tokio::select! {
+                biased;
+                m = rx.recv() => match m {
+                    Some(m) => m,
+                    None => break,
+                },
+                m = data.recv(), if data_open => match m {
+                    Some(m) => m,
+                    None => {
+                        data_open = false;
+                        continue;
+                    }
+                },
+            };
             match msg {
                 PartitionMsg::Batch(batch) => {
                     self.env.failpoints.stop("after_consume");

@@ -409,7 +409,10 @@ impl Coordinator {
             elapsed_ms = restored.elapsed.as_millis() as u64,
             "partition restored"
         );
+        // Control (checkpoints, ticks, queries) and input batches travel on separate channels so
+        // that a checkpoint is served ahead of the queued input.
         let (tx, rx) = mpsc::unbounded_channel();
+        let (data_tx, data_rx) = mpsc::unbounded_channel();
         let inflight = Arc::new(Inflight::default());
         let task = PartitionTask::new(
             partition,
@@ -418,10 +421,10 @@ impl Coordinator {
             self.env.clone(),
             inflight.clone(),
         );
-        let handle = tokio::spawn(task.run(rx));
+        let handle = tokio::spawn(task.run(rx, data_rx));
         self.http.partitions.insert(partition, tx.clone());
         let sink = PartitionSink {
-            tx: tx.clone(),
+            tx: data_tx,
             inflight,
         };
         self.parts
