@@ -1397,10 +1397,10 @@ impl Correlator {
             }
         }
         for id in call.call_id.iter().chain(call.aliases.iter()) {
-            state.ids.insert(id.clone(), seq);
+            claim(&mut state.ids, id, seq);
         }
         if let Some(key) = call.idempotency_key() {
-            state.idem.insert(key.to_owned(), seq);
+            claim(&mut state.idem, key, seq);
         }
         self.timers.insert((call.deadline, seq));
         self.by_record.insert(call.record_id, seq);
@@ -1413,7 +1413,7 @@ impl Correlator {
         let state = self.scopes.entry(loose.scope.clone()).or_default();
         state.loose.insert(seq);
         if let Some(id) = &loose.call_id {
-            state.ids.insert(id.clone(), seq);
+            claim(&mut state.ids, id, seq);
         }
         self.timers.insert((loose.deadline, seq));
         self.by_record.insert(loose.record_id, seq);
@@ -1425,10 +1425,10 @@ impl Correlator {
         let seq = closed.seq;
         let state = self.scopes.entry(closed.scope.clone()).or_default();
         for id in &closed.ids {
-            state.ids.insert(id.clone(), seq);
+            claim(&mut state.ids, id, seq);
         }
         if let Some(key) = &closed.idempotency_key {
-            state.idem.insert(key.clone(), seq);
+            claim(&mut state.idem, key, seq);
         }
         self.timers.insert((closed.expires, seq));
         self.closed.insert(seq, closed);
@@ -1502,6 +1502,23 @@ impl Correlator {
     fn drop_scope_if_empty(&mut self, scope: &Arc<ScopeKey>) {
         if self.scopes.get(scope).is_some_and(ScopeState::is_empty) {
             self.scopes.remove(scope);
+        }
+    }
+}
+
+/// Points `key` at entry `seq` unless a newer entry holds it: where a remembered closed call and a
+/// newer call share an id or an idempotency key, the newer one keeps it — whether the closed one
+/// was closed after the newer one started, or the changelog returned them in any order.
+fn claim<K, Q>(map: &mut HashMap<K, u64>, key: &Q, seq: u64)
+where
+    K: std::hash::Hash + Eq + std::borrow::Borrow<Q>,
+    Q: std::hash::Hash + Eq + ToOwned<Owned = K> + ?Sized,
+{
+    match map.get_mut(key) {
+        Some(held) if *held > seq => {}
+        Some(held) => *held = seq,
+        None => {
+            map.insert(key.to_owned(), seq);
         }
     }
 }
