@@ -10,7 +10,7 @@ use std::hint::black_box;
 use toolcalls_core::{Config, Correlator, Effects, Position};
 use toolcalls_model::Event;
 
-fn core_path(c: &mut Criterion) {
+fn bench_core(c: &mut Criterion) {
     let events = toolcalls_benches::mix(20_000, 42);
     let bytes: usize = events.iter().map(Vec::len).sum();
     let mut group = c.benchmark_group("core");
@@ -38,69 +38,58 @@ fn core_path(c: &mut Criterion) {
         })
     });
 
-    group.bench_function("decode_correlate_encode", |b| {
-        b.iter_batched_ref(
-            || {
-                (
-                    Correlator::without_changelog(Config::default()),
-                    Effects::default(),
-                    Vec::with_capacity(4096),
-                )
-            },
-            |(correlator, out, buf)| {
-                let mut bytes = 0;
-                for (i, e) in events.iter().enumerate() {
-                    let event = Event::decode(e).unwrap();
-                    correlator.apply(event, Position::new(0, i as i64), out);
-                    // Each record is encoded into a reused buffer, as the runtime hands records to
-                    // the producer one message at a time.
-                    for r in out.records.drain(..) {
-                        buf.clear();
-                        serde_json::to_writer(&mut *buf, &r).unwrap();
-                        bytes += black_box(&*buf).len();
-                    }
-                }
-                bytes
-            },
-            BatchSize::LargeInput,
-        )
-    });
-
-    group.bench_function("decode_correlate_encode_with_changelog", |b| {
-        b.iter_batched_ref(
-            || {
-                (
-                    Correlator::new(Config::default()),
-                    Effects::default(),
-                    Vec::with_capacity(4096),
-                )
-            },
-            |(correlator, out, buf)| {
-                let mut bytes = 0;
-                for (i, e) in events.iter().enumerate() {
-                    let event = Event::decode(e).unwrap();
-                    correlator.apply(event, Position::new(0, i as i64), out);
-                    // Each record is encoded into a reused buffer, as the runtime hands records to
-                    // the producer one message at a time.
-                    for r in out.records.drain(..) {
-                        buf.clear();
-                        serde_json::to_writer(&mut *buf, &r).unwrap();
-                        bytes += black_box(&*buf).len();
-                    }
-                    // The runtime flushes the changelog once per batch of 500 events.
-                    if i % 500 == 499 {
-                        for op in correlator.take_changelog() {
-                            bytes += op.key.len() + op.value.map_or(0, |v| black_box(v).len());
-                        }
-                    }
-                }
-                bytes
-            },
-            BatchSize::LargeInput,
-        )
-    });
+    for changelog in [false, true] {
+        let name = if changelog {
+            "decode_correlate_encode_with_changelog"
+        } else {
+            "decode_correlate_encode"
+        };
+        group.bench_function(name, |b| {
+            b.iter_batched_ref(
+                || {
+                    let correlator = if changelog {
+                        Correlator::new(Config::default())
+                    } else {
+                        Correlator::without_changelog(Config::default())
+                    };
+                    (correlator, Effects::default(), Vec::with_capacity(4096))
+                },
+                |(correlator, out, buf)| core_path(&events, correlator, out, buf, changelog),
+                BatchSize::LargeInput,
+            )
+        });
+    }
     group.finish();
 }
 
-criterion_group!(benches, core_path);
+/// Decodes, correlates and encodes every record; with `changelog`, flushes the changelog once per
+/// batch of 500 events as the runtime does. Returns the bytes produced.
+fn core_path(
+    events: &[Vec<u8>],
+    correlator: &mut Correlator,
+    out: &mut Effects,
+    buf: &mut Vec<u8>,
+    changelog: bool,
+) -> usize {
+    let mut bytes = 0;
+    for (i, e) in events.iter().enumerate() {
+        let event = Event::decode(e).unwrap();
+        correlator.apply(event, Position::new(0, i as i64), out);
+        // Each record is encoded into a reused buffer, as the runtime hands records to the
+        // producer one message at a time.
+        for r in out.records.drain(..) {
+            buf.clear();
+            serde_json::to_writer(&mut *buf, &r).unwrap();
+            bytes += black_box(&*buf).len();
+        }
+        if changelog && i % 500 == 499 {
+            for op in correlator.take_changelog() {
+                bytes += op.key.len() + op.value.map_or(0, |v| black_box(v).len());
+            }
+        }
+    }
+    bytes
+}
+
+criterion_group!(benches, bench_core);
 criterion_main!(benches);
