@@ -1,6 +1,6 @@
 //! Memory per pending call: resident set size before and after one correlator holds `calls`
 //! pending calls with tiny payloads, minus the payload bytes, against the correlator's own
-//! estimate (`Correlator::pending_bytes`).
+//! estimate (`Correlator::pending_bytes`), which the `toolcalls_state_pending_bytes` gauge shows.
 //!
 //! The workspace forbids unsafe code, so there is no counting global allocator: the figure is what
 //! the OS sees (glibc malloc, chunk headers and rounding included), which is also what a
@@ -19,6 +19,10 @@ pub enum Variant {
     Args,
     /// No `callId` (the call is keyed by its input position), `tool` and `args`.
     Idless,
+    /// The announces of the processor bench's input (`gen.rs`): 100–200 B of arguments, a turn,
+    /// 80 % with a `callId`, 200 sessions per chunk. Not a target; it checks the estimate against
+    /// calls shaped like real ones.
+    Mix,
 }
 
 impl Variant {
@@ -27,6 +31,7 @@ impl Variant {
             "bare" => Some(Variant::Bare),
             "args" => Some(Variant::Args),
             "idless" => Some(Variant::Idless),
+            "mix" => Some(Variant::Mix),
             _ => None,
         }
     }
@@ -36,6 +41,7 @@ impl Variant {
             Variant::Bare => "bare",
             Variant::Args => "args",
             Variant::Idless => "idless",
+            Variant::Mix => "mix",
         }
     }
 }
@@ -89,6 +95,9 @@ fn config(calls: usize) -> Config {
 }
 
 pub fn run(calls: usize, variant: Variant) {
+    if variant == Variant::Mix {
+        return run_mix(calls);
+    }
     println!(
         "memory: variant={} calls={calls} sessions={SESSIONS} page={}B",
         variant.name(),
@@ -104,14 +113,14 @@ pub fn run(calls: usize, variant: Variant) {
     };
     let payload = (id_len + 1) as f64 + args_text as f64 / calls as f64;
 
-    // `size_of::<Call>()` is private to the core; one call's estimate minus its strings gives it.
-    let struct_size = {
+    // The core's estimate for one call of this variant alone (its allocations and its share of
+    // the indexes; see `pending_bytes` in crates/core).
+    let one_call_estimate = {
         let mut c = Correlator::without_changelog(config(1));
         let mut fx = Effects::default();
-        let e = Event::decode(&event(Variant::Bare, 0)).expect("valid event");
+        let e = Event::decode(&event(variant, 0)).expect("valid event");
         c.apply(e, Position::new(0, 0), &mut fx);
-        // key (a copy of the call id) + tool + call id
-        c.pending_bytes() - (8 + 1 + 8)
+        c.pending_bytes()
     };
 
     let before = rss();
@@ -149,13 +158,66 @@ pub fn run(calls: usize, variant: Variant) {
         per
     };
     drop(c);
-    println!("memory: size_of::<Call>() = {struct_size} B (from the estimate of one call)");
+    println!("memory: pending_bytes() of a single such call: {one_call_estimate} B");
     if variant != Variant::Bare {
         println!("memory: the same args alone as serde_json::Value: {args_as_value:.0} B each");
     }
     println!(
-        "memory: RESULT variant={} rss_per_call={held:.0}B payload={payload:.1}B overhead={:.0}B (target <= 400) pending_bytes_estimate={estimate:.0}B",
+        "memory: RESULT variant={} rss_per_call={held:.0}B payload={payload:.1}B overhead={:.0}B (target <= 400) pending_bytes_estimate={estimate:.0}B ({:+.1}% of rss_per_call)",
         variant.name(),
-        held - payload
+        held - payload,
+        100.0 * (estimate - held) / held
+    );
+}
+
+/// [`Variant::Mix`]: the same measurement over realistic announces. The input is generated before
+/// the first reading, so it is not counted; the payload of each pending call is its id, tool,
+/// turn and argument text (repeated announces are not new calls and add nothing).
+fn run_mix(calls: usize) {
+    // Generated on another thread: glibc gives it its own arena, so the memory the generator frees
+    // is not reused by the correlator below (which would hide it from the RSS reading).
+    let announces = std::thread::spawn(move || crate::gen::announces(calls, 42))
+        .join()
+        .expect("generating the input");
+    println!(
+        "memory: variant=mix calls={calls} announces={} page={}B",
+        announces.len(),
+        page_size()
+    );
+    let before = rss();
+    let start = Instant::now();
+    // Month-long graces: `mix` spaces calls a second apart, so the default timeout would close them.
+    let mut c = Correlator::without_changelog(crate::restore::pending_config());
+    let mut fx = Effects::default();
+    let mut payload = 0usize;
+    for (i, bytes) in announces.iter().enumerate() {
+        let e = Event::decode(bytes).expect("valid event");
+        let mut own = e.call_id.as_ref().map_or(0, |id| id.as_str().len())
+            + e.turn.as_ref().map_or(0, |t| t.as_str().len());
+        if let toolcalls_model::EventBody::Announce(a) = &e.body {
+            own += a.tool.len() + a.args.as_ref().map_or(0, |j| j.as_str().len());
+        }
+        if c.apply(e, Position::new(0, i as i64), &mut fx) == toolcalls_core::Outcome::Pending {
+            payload += own;
+        }
+        assert!(fx.records.is_empty(), "no call may close");
+    }
+    let elapsed = start.elapsed();
+    let after = rss();
+    let pending = c.pending_calls();
+    let held = after.saturating_sub(before) as f64 / pending as f64;
+    let estimate = c.pending_bytes() as f64 / pending as f64;
+    let payload = payload as f64 / pending as f64;
+    println!(
+        "memory: {pending} pending calls applied in {:.2}s; RSS {:.1} MiB -> {:.1} MiB",
+        elapsed.as_secs_f64(),
+        before as f64 / 1048576.0,
+        after as f64 / 1048576.0
+    );
+    drop(c);
+    println!(
+        "memory: RESULT variant=mix rss_per_call={held:.0}B payload={payload:.1}B overhead={:.0}B pending_bytes_estimate={estimate:.0}B ({:+.1}% of rss_per_call)",
+        held - payload,
+        100.0 * (estimate - held) / held
     );
 }

@@ -45,10 +45,12 @@
 //!   last call, each with the input position that last changed it, and [`Correlator::restore`]
 //!   rebuilds an identical correlator from the latest value of every key.
 
+mod codec;
 mod correlator;
 mod replay;
 mod state;
 
+pub use codec::CodecError;
 pub use correlator::{Correlator, RestoreError};
 pub use replay::{replay, FinishMode, Replay};
 pub use state::ChangelogOp;

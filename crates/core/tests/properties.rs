@@ -345,13 +345,18 @@ proptest! {
             outcomes.push(first.apply(e, pos(i), &mut out));
             if i % 7 == 3 { first.advance(e_time(&events, i), &mut out); }
             if i % batch == 0 { flush(&mut first, &mut topic); }
+            // In debug builds this also checks the running estimate against its entries.
+            first.pending_bytes();
         }
         flush(&mut first, &mut topic);
+        let stopped = (first.pending_bytes(), first.pending_views().collect::<Vec<_>>());
         drop(first);
         let mut second = Correlator::restore(config, topic).expect("restore");
+        prop_assert_eq!(stopped, (second.pending_bytes(), second.pending_views().collect::<Vec<_>>()));
         for (i, e) in events.iter().cloned().enumerate().skip(split) {
             outcomes.push(second.apply(e, pos(i), &mut out));
             if i % 7 == 3 { second.advance(e_time(&events, i), &mut out); }
+            second.pending_bytes();
         }
         second.advance(Timestamp::from_millis(i64::MAX), &mut out);
         prop_assert_eq!(outcomes, never_outcomes);

@@ -633,6 +633,66 @@ fn query_views_show_pending_and_running_calls() {
 }
 
 #[test]
+fn a_call_that_takes_over_its_waiting_events_is_found_by_record_id() {
+    // The approval waits under the call's id, so it and the call share a record id; the call
+    // that absorbs it stays findable (the index entry that goes is the waiting group's).
+    let mut h = Harness::new();
+    h.apply(
+        ev("s")
+            .id("c1")
+            .at(0)
+            .approval(ApprovalDecision::Requested, None),
+    );
+    h.apply(
+        ev("s")
+            .id("c1")
+            .at(1)
+            .announce("Bash", json!({"cmd": "ls"})),
+    );
+    let id = RecordId::derive(&"test".into(), &"s".into(), None, "c1");
+    let view = h.c.get(&id).expect("the pending call");
+    assert_eq!(view.spec.tool_ref.unwrap().name, "Bash");
+    assert!(view.spec.approval.is_some());
+}
+
+#[test]
+fn a_repeat_with_arguments_files_the_call_under_their_checksum() {
+    // Announced with a checksum but no arguments; a repeat brings arguments whose checksum
+    // differs. The call is filed (and published) under the new checksum only, as a restore
+    // would file it.
+    let mut h = Harness::new();
+    let claimed = checksum_of("T", Some(&json!({"q": "claimed"})));
+    h.apply(ev("s").id("c1").at(0).announce_with(Announce {
+        tool: "T".into(),
+        checksum: Some(claimed.clone()),
+        ..Default::default()
+    }));
+    assert_eq!(
+        h.apply(ev("s").id("c1").at(1).announce("T", json!({"q": "real"}))),
+        Outcome::Duplicate
+    );
+    let real = checksum_of("T", Some(&json!({"q": "real"})));
+    assert_eq!(
+        h.apply(ev("s").at(2).completion(Completion {
+            checksum: Some(claimed),
+            result: Some(json!(1).into()),
+            ..Default::default()
+        })),
+        Outcome::Pending,
+        "the claimed checksum no longer names the call"
+    );
+    assert_eq!(
+        h.apply(ev("s").at(3).completion(Completion {
+            checksum: Some(real.clone()),
+            result: Some(json!(2).into()),
+            ..Default::default()
+        })),
+        Outcome::Matched(Strategy::Checksum)
+    );
+    assert_eq!(h.one().checksum, Some(real));
+}
+
+#[test]
 fn restore_order_does_not_change_which_call_holds_an_idempotency_key() {
     // A remembered closed call and a newer live call share one idempotency key; whatever order the
     // changelog hands them back in, the newer call must keep the key.

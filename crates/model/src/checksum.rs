@@ -104,6 +104,24 @@ impl Checksum {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The 32 bytes of the digest (the inverse of [`Checksum::from_digest`]), for holding a
+    /// checksum in 32 bytes instead of a 64-character string.
+    #[must_use]
+    pub fn digest(&self) -> [u8; 32] {
+        fn nibble(c: u8) -> u8 {
+            match c {
+                b'0'..=b'9' => c - b'0',
+                _ => c - b'a' + 10,
+            }
+        }
+        // A `Checksum` is always 64 lowercase hex digits (checked when it is made).
+        let mut out = [0u8; 32];
+        for (byte, pair) in out.iter_mut().zip(self.0.as_bytes().chunks_exact(2)) {
+            *byte = (nibble(pair[0]) << 4) | nibble(pair[1]);
+        }
+        out
+    }
 }
 
 fn validate(text: &str) -> Result<(), ChecksumError> {
@@ -173,6 +191,32 @@ pub fn checksum_of_json(tool: &str, args: Option<&crate::json::Json>) -> Checksu
     }
 }
 
+/// [`checksum_of_json`] as the raw 32-byte digest, without the hex string.
+pub fn digest_of_json(tool: &str, args: Option<&crate::json::Json>) -> [u8; 32] {
+    match args {
+        None => digest_of(tool, None),
+        Some(json) => digest_of(tool, Some(&json.to_value())),
+    }
+}
+
+/// [`checksum_of`] as the raw 32-byte digest, without the hex string.
+#[must_use]
+pub fn digest_of(tool: &str, args: Option<&Value>) -> [u8; 32] {
+    BUFFER.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buffer) => {
+            buffer.clear();
+            write_checksum_input(tool, args, &mut buffer);
+            let digest = Sha256::digest(buffer.as_bytes()).into();
+            if buffer.capacity() > MAX_RETAINED_BUFFER {
+                *buffer = String::new();
+            }
+            digest
+        }
+        // Unreachable in practice (nothing here re-enters), but never worth a panic.
+        Err(_) => Sha256::digest(checksum_input(tool, args).as_bytes()).into(),
+    })
+}
+
 /// Computes the ADK checksum of a tool call: `sha256(canonicalStringify({ tool, args }))`.
 ///
 /// `args` is the value as received; a JSON string is parsed first and `None` hashes as
@@ -180,22 +224,7 @@ pub fn checksum_of_json(tool: &str, args: Option<&crate::json::Json>) -> Checksu
 /// per-thread buffer that is reused across calls, and hashed in one pass.
 #[must_use]
 pub fn checksum_of(tool: &str, args: Option<&Value>) -> Checksum {
-    BUFFER.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut buffer) => {
-            buffer.clear();
-            write_checksum_input(tool, args, &mut buffer);
-            let checksum = Checksum::from_digest(Sha256::digest(buffer.as_bytes()).into());
-            if buffer.capacity() > MAX_RETAINED_BUFFER {
-                *buffer = String::new();
-            }
-            checksum
-        }
-        // Unreachable in practice (nothing here re-enters), but never worth a panic.
-        Err(_) => {
-            let text = checksum_input(tool, args);
-            Checksum::from_digest(Sha256::digest(text.as_bytes()).into())
-        }
-    })
+    Checksum::from_digest(digest_of(tool, args))
 }
 
 /// Returns the exact text [`checksum_of`] hashes, for diagnostics and tests.
@@ -250,6 +279,15 @@ mod tests {
             checksum.as_str(),
             "8685b816cc16dea76ec5c8e81755900b9f7597dce0bd024bc773352a9b2dad2d"
         );
+    }
+
+    #[test]
+    fn digest_round_trips_through_the_hex_string() {
+        let checksum = checksum_of("noop", Some(&json!({})));
+        assert_eq!(Checksum::from_digest(checksum.digest()), checksum);
+        assert_eq!(digest_of("noop", Some(&json!({}))), checksum.digest());
+        let all = Checksum::parse(&"0123456789abcdef".repeat(4)).unwrap();
+        assert_eq!(Checksum::from_digest(all.digest()), all);
     }
 
     #[test]
