@@ -194,8 +194,8 @@ impl<'a> Reader<'a> {
 // JSON text: they are seldom present, and their types are the model's.
 
 use crate::state::{
-    Call, Closed, Deadline, Done, Entry, EntryRef, Fact, Idempotent, Live, Loose, Meta, More, ScopeKey,
-    Sum,
+    Call, Closed, Deadline, Done, Entry, EntryRef, Fact, Idempotent, Live, Loose, Meta, More,
+    ScopeKey, Sum,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
