@@ -19,7 +19,7 @@
 
 use crate::client::{log_to_tracing, record_lag};
 use crate::metrics::Metrics;
-use crate::partition::{InMsg, PartitionMsg};
+use crate::partition::InBatch;
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, RebalanceProtocol};
@@ -44,7 +44,7 @@ pub(crate) struct Inflight {
 /// Where the consumer thread delivers a partition's messages.
 #[derive(Clone)]
 pub(crate) struct PartitionSink {
-    pub tx: UnboundedSender<PartitionMsg>,
+    pub tx: UnboundedSender<InBatch>,
     pub inflight: Arc<Inflight>,
 }
 
@@ -273,7 +273,7 @@ pub(crate) fn run_consumer_loop(
     cfg: LoopConfig,
 ) {
     let ctx = consumer.context().clone();
-    let mut buffers: HashMap<i32, (Vec<InMsg>, usize)> = HashMap::new();
+    let mut buffers: HashMap<i32, InBatch> = HashMap::new();
     'outer: loop {
         loop {
             match commands.try_recv() {
@@ -310,18 +310,17 @@ pub(crate) fn run_consumer_loop(
                     } else {
                         continue;
                     };
-                    let msg = InMsg {
-                        topic,
-                        partition: m.partition(),
-                        offset: m.offset(),
-                        key: m.key().map(<[u8]>::to_vec),
-                        payload: m.payload().map(<[u8]>::to_vec),
-                        timestamp_ms: m.timestamp().to_millis(),
-                    };
-                    let size = msg.size();
-                    let entry = buffers.entry(m.partition()).or_default();
-                    entry.0.push(msg);
-                    entry.1 += size;
+                    let partition = m.partition();
+                    buffers
+                        .entry(partition)
+                        .or_insert_with(|| InBatch::new(partition))
+                        .push(
+                            topic,
+                            m.offset(),
+                            m.timestamp().to_millis(),
+                            m.key(),
+                            m.payload(),
+                        );
                 }
                 Some(Err(KafkaError::PartitionEOF(_))) => {}
                 Some(Err(e)) => {
@@ -388,25 +387,21 @@ fn activate(
     tracing::info!(partition, announce = ?offsets[0], completion = ?offsets[1], "partition restored and resumed");
 }
 
-fn dispatch(ctx: &ConsumerCtx, buffers: &mut HashMap<i32, (Vec<InMsg>, usize)>) {
-    if buffers.values().all(|(b, _)| b.is_empty()) {
+fn dispatch(ctx: &ConsumerCtx, buffers: &mut HashMap<i32, InBatch>) {
+    if buffers.is_empty() {
         return;
     }
     let routes = ctx.routes();
-    for (partition, (batch, bytes)) in buffers.iter_mut() {
-        if batch.is_empty() {
-            continue;
-        }
-        let batch = std::mem::take(batch);
-        let size = std::mem::take(bytes);
+    for (partition, batch) in buffers.drain() {
+        let size = batch.size();
         // A partition without a route is paused (restoring or rewinding): its messages are
         // dropped here and fetched again after the seek that activates it.
-        if let Some(sink) = routes.active.get(partition) {
+        if let Some(sink) = routes.active.get(&partition) {
             sink.inflight
                 .messages
                 .fetch_add(batch.len(), Ordering::AcqRel);
             sink.inflight.bytes.fetch_add(size, Ordering::AcqRel);
-            if sink.tx.send(PartitionMsg::Batch(batch)).is_err() {
+            if sink.tx.send(batch).is_err() {
                 tracing::debug!(partition, "partition task gone, dropping its messages");
             }
         }

@@ -7,7 +7,8 @@
 //! - `after_consume`: a partition task received a batch and has not processed it;
 //! - `after_produce`: the batch's outputs are flushed to the broker, offsets not yet sent;
 //! - `after_send_offsets`: offsets are in the transaction, the commit not yet asked for;
-//! - `during_commit`: announced (without stopping) while the commit is in flight.
+//! - `during_commit`: announced (without stopping) while the commit is in flight;
+//! - `panic_in_apply`: a partition task panics while applying its `n`-th input message.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -46,6 +47,14 @@ impl Failpoints {
             loop {
                 std::thread::park();
             }
+        }
+    }
+
+    /// Panics at the armed hit (after announcing it).
+    pub fn panic(&self, name: &str) {
+        if self.reached(name) {
+            announce(name);
+            panic!("failpoint {name}");
         }
     }
 

@@ -2,7 +2,7 @@
 //!
 //! The query API reads the partition stores without locks on the hot path: a
 //! [`DashMap`](dashmap::DashMap) indexes the live partition tasks (the coordinator is its only
-//! writer), and a query is a message to each task, answered between two batches.
+//! writer), and a query is a message to each task, answered between two chunks of input.
 
 use crate::partition::{PartitionMsg, Query};
 use axum::extract::{Path, State};

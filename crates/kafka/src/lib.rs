@@ -13,8 +13,9 @@
 //! - **Partition tasks**: one tokio task per assigned partition owns its correlator — no locks on
 //!   the hot path. Decode, validate, correlate, produce.
 //! - **Coordinator**: owns the transactional producer and the batch cycle: checkpoint every
-//!   `commit_interval_ms` (all tasks pause, state goes to the changelog, offsets go into the
-//!   transaction, commit), restores on assignment, abort-and-rewind on failure.
+//!   `commit_interval_ms` (every task writes its state to the changelog and reports its offsets,
+//!   which go into the transaction; the tasks go on meanwhile, holding back what they produce until
+//!   the next transaction has begun), restores on assignment, abort-and-rewind on failure.
 //! - **HTTP**: metrics from an explicit registry, health, readiness, and the query API.
 //!
 //! # Guarantees

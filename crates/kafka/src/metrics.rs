@@ -28,7 +28,7 @@ pub struct Metrics {
     pub oldest_pending_age: prometheus::GaugeVec,
     /// Pending entries closed by the state cap.
     pub evictions: IntCounter,
-    /// Time to process one batch of input messages in a partition task.
+    /// Time to process one chunk (at most 128) of input messages in a partition task.
     pub batch_duration: Histogram,
     /// Event time from announce to completion of published records.
     pub call_duration: Histogram,
@@ -111,7 +111,7 @@ impl Metrics {
             pending_bytes: gauge_vec(r, "toolcalls_state_pending_bytes", "Estimated memory of the pending state, per partition.", &["partition"]),
             oldest_pending_age: fgauge_vec(r, "toolcalls_state_oldest_pending_age_seconds", "Stream time minus the creation time of the oldest pending entry, per partition.", &["partition"]),
             evictions: counter(r, "toolcalls_state_evictions_total", "Pending entries closed as Evicted by the state cap."),
-            batch_duration: histogram(r, "toolcalls_processing_batch_duration_seconds", "Time to decode, correlate and publish one batch of input messages.", latency.clone()),
+            batch_duration: histogram(r, "toolcalls_processing_batch_duration_seconds", "Time to decode, correlate and publish one chunk (at most 128) of input messages.", latency.clone()),
             call_duration: histogram(r, "toolcalls_call_duration_seconds", "Announce to completion, in event time, of published records.", prometheus::exponential_buckets(0.01, 4.0, 12).expect("valid buckets")),
             end_to_end_latency: histogram(r, "toolcalls_output_end_to_end_latency_seconds", "Wall clock at publication minus the event time of the record's last event.", prometheus::exponential_buckets(0.01, 4.0, 12).expect("valid buckets")),
             consumer_lag_records: gauge_vec(r, "toolcalls_consumer_lag_records", "Consumer lag in messages (librdkafka statistics), per input topic and partition.", &["topic", "partition"]),

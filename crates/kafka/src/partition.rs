@@ -3,8 +3,10 @@
 //! It receives batches of messages of both input topics' partition `p` from the consumer thread,
 //! decodes and validates them (dead-lettering what fails), applies them to the correlator and hands
 //! the records to the producer. At a checkpoint it writes the changed state entries to changelog
-//! partition `p`, reports the next offsets to commit, and waits until the coordinator has committed
-//! (or abandoned) the batch — so nothing it produces lands in a transaction with the wrong offsets.
+//! partition `p` and reports the next offsets to commit. It goes on applying input while the
+//! coordinator commits, but holds back what it produces until the coordinator has committed the
+//! batch and begun the next transaction (or stops when the batch is abandoned) — so nothing it
+//! produces lands in a transaction with the wrong offsets.
 
 use crate::client::SharedProducer;
 use crate::consumer::Inflight;
@@ -13,28 +15,119 @@ use crate::metrics::Metrics;
 use crate::output::{self, dlq_headers, header_pairs, Out};
 use prometheus::{Gauge, IntCounter, IntGauge};
 use rdkafka::error::KafkaError;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use rdkafka::message::OwnedHeaders;
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot};
 use toolcalls_core::{Correlator, Effects, Outcome, Position};
-use toolcalls_model::{DecodeError, Event, EventKind, Phase, RecordId, SessionId, ToolCallRecord};
+use toolcalls_model::{
+    DecodeError, Event, EventKind, Phase, RecordId, SessionId, Strategy, ToolCallRecord,
+};
 
-/// One input message, detached from librdkafka.
-#[derive(Debug, Clone)]
-pub(crate) struct InMsg {
+/// One input message, borrowed from its [`InBatch`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InMsg<'a> {
     /// 0 = announce topic, 1 = completion topic.
     pub topic: u16,
     pub partition: i32,
     pub offset: i64,
-    pub key: Option<Vec<u8>>,
-    pub payload: Option<Vec<u8>>,
+    pub key: Option<&'a [u8]>,
+    pub payload: Option<&'a [u8]>,
     pub timestamp_ms: Option<i64>,
 }
 
-impl InMsg {
+/// Where a message's key and payload lie in its batch's buffer.
+#[derive(Debug, Clone, Copy)]
+struct InMeta {
+    topic: u16,
+    offset: i64,
+    timestamp_ms: Option<i64>,
+    key: Option<(usize, usize)>,
+    payload: Option<(usize, usize)>,
+}
+
+/// A burst of one partition's input messages, detached from librdkafka: the keys and payloads of
+/// all of them are copied back to back into one buffer, so a message costs no allocation of its own.
+#[derive(Debug)]
+pub(crate) struct InBatch {
+    partition: i32,
+    data: Vec<u8>,
+    msgs: Vec<InMeta>,
+}
+
+/// What a message counts for the in-flight byte limit beyond its key and payload.
+const MSG_OVERHEAD: usize = 64;
+
+impl InBatch {
+    pub fn new(partition: i32) -> Self {
+        // Sized for a typical burst, so the buffer rarely grows message by message.
+        InBatch {
+            partition,
+            data: Vec::with_capacity(64 * 1024),
+            msgs: Vec::with_capacity(128),
+        }
+    }
+
+    pub fn push(
+        &mut self,
+        topic: u16,
+        offset: i64,
+        timestamp_ms: Option<i64>,
+        key: Option<&[u8]>,
+        payload: Option<&[u8]>,
+    ) {
+        let mut put = |bytes: Option<&[u8]>| {
+            bytes.map(|b| {
+                let start = self.data.len();
+                self.data.extend_from_slice(b);
+                (start, self.data.len())
+            })
+        };
+        let key = put(key);
+        let payload = put(payload);
+        self.msgs.push(InMeta {
+            topic,
+            offset,
+            timestamp_ms,
+            key,
+            payload,
+        });
+    }
+
+    pub fn len(&self) -> usize {
+        self.msgs.len()
+    }
+
+    /// Bytes counted against `max_inflight_bytes`: keys, payloads and a fixed overhead per message.
     pub fn size(&self) -> usize {
-        self.key.as_ref().map_or(0, Vec::len) + self.payload.as_ref().map_or(0, Vec::len) + 64
+        self.data.len() + MSG_OVERHEAD * self.msgs.len()
+    }
+
+    /// Bytes counted for the messages `range`.
+    fn size_of(&self, range: std::ops::Range<usize>) -> usize {
+        self.msgs[range]
+            .iter()
+            .map(|m| {
+                let len = |r: Option<(usize, usize)>| r.map_or(0, |(a, b)| b - a);
+                len(m.key) + len(m.payload) + MSG_OVERHEAD
+            })
+            .sum()
+    }
+
+    pub fn get(&self, i: usize) -> InMsg<'_> {
+        let m = self.msgs[i];
+        let slice = |r: Option<(usize, usize)>| r.map(|(a, b)| &self.data[a..b]);
+        InMsg {
+            topic: m.topic,
+            partition: self.partition,
+            offset: m.offset,
+            key: slice(m.key),
+            payload: slice(m.payload),
+            timestamp_ms: m.timestamp_ms,
+        }
     }
 }
 
@@ -58,12 +151,13 @@ pub(crate) struct Checkpointed {
     pub error: Option<KafkaError>,
 }
 
+/// A control message to a partition task (input batches come on a channel of their own).
 pub(crate) enum PartitionMsg {
-    Batch(Vec<InMsg>),
     /// Wall-clock punctuation: an idle partition moves its stream time on by the wall time that
     /// passed since its last event, so deadlines fire without new input.
     Tick,
-    /// Flush state to the changelog, report, then wait for `resume` (dropped = stop).
+    /// Flush state to the changelog and report. Until `resume` fires, what the task produces
+    /// belongs to the next transaction and is held back; `resume` dropped = stop.
     Checkpoint {
         reply: oneshot::Sender<Checkpointed>,
         resume: oneshot::Receiver<()>,
@@ -82,12 +176,147 @@ pub(crate) struct TaskEnv {
     pub max_future_skew_ms: u64,
     /// An input topic quiet this long no longer holds stream time back.
     pub input_idle: std::time::Duration,
+    /// Bytes of output the tasks may hold back, together, while a checkpoint commits.
+    pub max_held_bytes: usize,
+    /// Bytes of output the tasks hold back now.
+    pub held_bytes: Arc<AtomicUsize>,
+    /// Input messages whose processing panicked, by partition and position, with the panic's
+    /// message: after the rewind that follows, they are dead-lettered instead of applied again.
+    pub poisoned: Mutex<HashMap<i32, Poison>>,
     pub metrics: Metrics,
     pub failpoints: Arc<Failpoints>,
 }
 
 /// Dead-lettered payloads are cut to this size (an oversize message must not fail the batch).
 const DLQ_PAYLOAD_LIMIT: usize = 64 * 1024;
+
+/// Messages applied between two looks at the control channel, so that a checkpoint does not wait
+/// for a whole burst of input.
+const CHUNK: usize = 128;
+
+/// Input positions (topic, offset) of one partition whose processing panicked, with the panic's
+/// message.
+pub(crate) type Poison = HashMap<(u16, i64), String>;
+
+/// Processing a message panicked; the task must stop.
+#[derive(Debug)]
+struct Poisoned;
+
+/// Output topics a task produces to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dest {
+    Records,
+    Dlq,
+}
+
+/// An output produced while the previous batch commits: it belongs to the next transaction. Its
+/// key and payload lie in [`HeldOutputs::data`].
+struct Held {
+    dest: Dest,
+    key: Option<(usize, usize)>,
+    payload: Option<(usize, usize)>,
+    headers: Option<OwnedHeaders>,
+}
+
+/// Outputs held back by one task, in order, their keys and payloads back to back in one buffer
+/// (reused from one commit to the next). Counted in the tasks' shared total until released or
+/// dropped (also when the task is aborted).
+struct HeldOutputs {
+    data: Vec<u8>,
+    items: Vec<Held>,
+    bytes: usize,
+    total: Arc<AtomicUsize>,
+}
+
+/// Buffers reused from one output (or commit) to the next are given up beyond this size.
+const KEEP_BUFFER_BYTES: usize = 1 << 20;
+
+/// What an output counts for the held-back bound beyond its key and payload.
+const HELD_OVERHEAD: usize = 64;
+
+impl HeldOutputs {
+    fn new(total: Arc<AtomicUsize>) -> Self {
+        HeldOutputs {
+            data: Vec::new(),
+            items: Vec::new(),
+            bytes: 0,
+            total,
+        }
+    }
+
+    fn put(&mut self, bytes: Option<&[u8]>) -> Option<(usize, usize)> {
+        bytes.map(|b| {
+            let start = self.data.len();
+            self.data.extend_from_slice(b);
+            (start, self.data.len())
+        })
+    }
+
+    fn push(
+        &mut self,
+        dest: Dest,
+        key: Option<&[u8]>,
+        payload: Option<&[u8]>,
+        headers: Option<OwnedHeaders>,
+    ) {
+        let before = self.data.len();
+        let key = self.put(key);
+        let payload = self.put(payload);
+        self.items.push(Held {
+            dest,
+            key,
+            payload,
+            headers,
+        });
+        self.count(self.data.len() - before);
+    }
+
+    /// A record, encoded straight into the buffer.
+    fn push_record(&mut self, key: &[u8], record: &ToolCallRecord) {
+        let before = self.data.len();
+        let key = self.put(Some(key));
+        let start = self.data.len();
+        record.encode_into(&mut self.data);
+        self.items.push(Held {
+            dest: Dest::Records,
+            key,
+            payload: Some((start, self.data.len())),
+            headers: None,
+        });
+        self.count(self.data.len() - before);
+    }
+
+    fn count(&mut self, len: usize) {
+        let size = len + HELD_OVERHEAD;
+        self.bytes += size;
+        self.total.fetch_add(size, Ordering::AcqRel);
+    }
+
+    /// Takes the buffer and the outputs; give them back with [`HeldOutputs::reuse`].
+    fn take(&mut self) -> (Vec<u8>, Vec<Held>) {
+        self.total.fetch_sub(self.bytes, Ordering::AcqRel);
+        self.bytes = 0;
+        (
+            std::mem::take(&mut self.data),
+            std::mem::take(&mut self.items),
+        )
+    }
+
+    fn reuse(&mut self, mut data: Vec<u8>, mut items: Vec<Held>) {
+        if self.items.is_empty() && data.capacity() <= 4 * KEEP_BUFFER_BYTES {
+            data.clear();
+            items.clear();
+            self.data = data;
+            self.items = items;
+        }
+    }
+}
+
+impl Drop for HeldOutputs {
+    fn drop(&mut self) {
+        self.total.fetch_sub(self.bytes, Ordering::AcqRel);
+    }
+}
 
 pub(crate) struct PartitionTask {
     partition: i32,
@@ -109,17 +338,43 @@ pub(crate) struct PartitionTask {
     idle_since_tick: bool,
     /// Wall time each input topic last delivered a message (or the task started).
     topic_seen_at: [Instant; 2],
+    /// Wall clock (ms since the epoch) read once per chunk of input.
+    clock_ms: i64,
+    /// The last checkpoint is being committed: outputs wait in `held` (in order) until it is.
+    holding: bool,
+    held: HeldOutputs,
+    /// The buffer records are encoded into (reused).
+    scratch: Vec<u8>,
+    /// Positions whose processing panicked earlier (see [`TaskEnv::poisoned`]).
+    poisoned: Poison,
     m: TaskMetrics,
 }
 
 /// Metric children resolved once per task (`with_label_values` hashes on every call).
 struct TaskMetrics {
     received: [[IntCounter; 9]; 2],
+    /// By `Outcome::label`, in the order of `OUTCOMES`.
+    outcomes: [IntCounter; 8],
+    /// By `Strategy::ALL`.
+    matches: [IntCounter; 5],
+    /// By `Phase::ALL`.
+    records: [IntCounter; 9],
     pending_calls: IntGauge,
     pending_bytes: IntGauge,
     oldest_age: Gauge,
     lag_seconds: Gauge,
 }
+
+const OUTCOMES: [&str; 8] = [
+    "pending",
+    "matched",
+    "merged",
+    "duplicate",
+    "late",
+    "collapsed",
+    "applied",
+    "rejected",
+];
 
 impl TaskMetrics {
     fn new(m: &Metrics, topics: &[String; 2], partition: i32) -> Self {
@@ -132,11 +387,22 @@ impl TaskMetrics {
         };
         TaskMetrics {
             received: [kinds(&topics[0]), kinds(&topics[1])],
+            outcomes: OUTCOMES.map(|o| m.event_outcomes.with_label_values(&[o])),
+            matches: Strategy::ALL.map(|s| m.matches.with_label_values(&[s.as_str()])),
+            records: Phase::ALL.map(|p| m.records_emitted.with_label_values(&[p.as_str()])),
             pending_calls: m.pending_calls.with_label_values(&[&p]),
             pending_bytes: m.pending_bytes.with_label_values(&[&p]),
             oldest_age: m.oldest_pending_age.with_label_values(&[&p]),
             lag_seconds: m.consumer_lag_seconds.with_label_values(&[&p]),
         }
+    }
+
+    fn outcome(&self, outcome: &Outcome) -> Option<&IntCounter> {
+        let label = outcome.label();
+        OUTCOMES
+            .iter()
+            .position(|o| *o == label)
+            .map(|i| &self.outcomes[i])
     }
 }
 
@@ -155,6 +421,14 @@ impl PartitionTask {
         inflight: Arc<Inflight>,
     ) -> Self {
         let m = TaskMetrics::new(&env.metrics, &env.input_topics, partition);
+        let held = HeldOutputs::new(env.held_bytes.clone());
+        let poisoned = env
+            .poisoned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&partition)
+            .cloned()
+            .unwrap_or_default();
         PartitionTask {
             partition,
             correlator,
@@ -170,6 +444,11 @@ impl PartitionTask {
             anchor: Instant::now(),
             idle_since_tick: false,
             topic_seen_at: [Instant::now(); 2],
+            clock_ms: now_ms(),
+            holding: false,
+            held,
+            scratch: Vec::new(),
+            poisoned,
             m,
         }
     }
@@ -177,103 +456,204 @@ impl PartitionTask {
     /// Runs until the control channel closes or a checkpoint is abandoned.
     ///
     /// Control messages (checkpoints, punctuation, queries) come on `rx` and are served before
-    /// input batches (`data`): a checkpoint must not wait behind thousands of queued messages, or
-    /// the commit interval stretches with the backlog. What a checkpoint reports is exactly what
-    /// was applied before it, so the order between the two channels does not change the results.
+    /// input batches (`data`), and between chunks of a batch: a checkpoint must not wait behind
+    /// thousands of queued messages, or the commit interval stretches with the backlog. What a
+    /// checkpoint reports is exactly what was applied before it, so the order between the two
+    /// channels does not change the results.
+    ///
+    /// After a checkpoint the task goes on applying input while the coordinator commits; what it
+    /// produces meanwhile is held back (at most `max_held_bytes`) and handed to the producer once
+    /// `resume` says the next transaction has begun, so every output lands in the transaction of
+    /// the offsets it derives from.
     pub async fn run(
         mut self,
         mut rx: mpsc::UnboundedReceiver<PartitionMsg>,
-        mut data: mpsc::UnboundedReceiver<PartitionMsg>,
+        mut data: mpsc::UnboundedReceiver<InBatch>,
     ) {
         self.refresh_gauges(true);
         let mut data_open = true;
+        let mut resume: Option<oneshot::Receiver<()>> = None;
+        // The batch being applied and the index of its next message.
+        let mut current: Option<(InBatch, usize)> = None;
         loop {
-            let msg = tokio::select! {
+            // Input waits while the outputs held back reach their bound (a task holds only while
+            // a checkpoint commits, so this ends with the commit).
+            let held_full = self.holding
+                && self.env.held_bytes.load(Ordering::Acquire) >= self.env.max_held_bytes;
+            tokio::select! {
                 biased;
-                m = rx.recv() => match m {
-                    Some(m) => m,
-                    None => break,
-                },
-                m = data.recv(), if data_open => match m {
-                    Some(m) => m,
-                    None => {
-                        data_open = false;
-                        continue;
+                r = async {
+                    match resume.as_mut() {
+                        Some(r) => r.await,
+                        None => std::future::pending().await,
                     }
-                },
-            };
-            match msg {
-                PartitionMsg::Batch(batch) => {
-                    self.env.failpoints.stop("after_consume");
-                    let start = Instant::now();
-                    for m in batch {
-                        if let Some(seen) = self.topic_seen_at.get_mut(usize::from(m.topic)) {
-                            *seen = start;
-                        }
-                        self.handle(m).await;
-                    }
-                    self.env
-                        .metrics
-                        .batch_duration
-                        .observe(start.elapsed().as_secs_f64());
-                    if let Some(ts) = self.last_timestamp_ms {
-                        self.m
-                            .lag_seconds
-                            .set((now_ms() - ts).max(0) as f64 / 1000.0);
-                    }
-                    self.refresh_gauges(false);
-                }
-                PartitionMsg::Tick => {
-                    // Stream time is the watermark of both input topics; one that has delivered
-                    // nothing for `input_idle` (while the other may flow) no longer holds it back.
-                    let quiet = self
-                        .topic_seen_at
-                        .map(|t| t.elapsed() >= self.env.input_idle);
-                    let mut target = None;
-                    if quiet[0] || quiet[1] {
-                        target = self.correlator.max_event_time();
-                    }
-                    // An idle partition moves on by the wall time that passed since its last
-                    // event, so deadlines fire without new input.
-                    if self.idle_since_tick {
-                        if let Some(base) = target.or(self.correlator.stream_time()) {
-                            let elapsed = u64::try_from(self.anchor.elapsed().as_millis())
-                                .unwrap_or(u64::MAX);
-                            target = Some(base.plus_millis(elapsed));
-                            self.anchor = Instant::now();
-                        }
-                    }
-                    if let Some(t) = target {
-                        self.correlator.advance(t, &mut self.effects);
-                        self.publish_records().await;
-                    }
-                    self.idle_since_tick = true;
-                    self.refresh_gauges(true);
-                }
-                PartitionMsg::Checkpoint { reply, resume } => {
-                    self.write_changelog().await;
-                    let offsets = std::array::from_fn(|t| {
-                        (self.next[t] != self.reported[t]).then_some(self.next[t])
-                    });
-                    let report = Checkpointed {
-                        partition: self.partition,
-                        offsets,
-                        produced: std::mem::take(&mut self.produced),
-                        outputs: std::mem::take(&mut self.outputs),
-                        error: self.error.take(),
-                    };
-                    if reply.send(report).is_err() || resume.await.is_err() {
+                }, if resume.is_some() => {
+                    resume = None;
+                    if r.is_err() {
                         // The coordinator abandoned the batch: this state is ahead of what is
                         // committed, so it must not go on; a restore rebuilds it.
                         break;
                     }
-                    self.reported = self.next;
+                    self.release().await;
                 }
-                PartitionMsg::Query(q) => self.answer(q),
+                m = rx.recv() => {
+                    let Some(msg) = m else { break };
+                    match msg {
+                        PartitionMsg::Checkpoint { reply, resume: next } => {
+                            // The coordinator checkpoints one batch at a time; should a second
+                            // checkpoint come before the first resumed, it waits for that.
+                            if let Some(r) = resume.take() {
+                                if r.await.is_err() {
+                                    break;
+                                }
+                                self.release().await;
+                            }
+                            let report = self.checkpoint().await;
+                            if reply.send(report).is_err() {
+                                break;
+                            }
+                            self.holding = true;
+                            resume = Some(next);
+                        }
+                        PartitionMsg::Tick => self.tick().await,
+                        PartitionMsg::Query(q) => self.answer(q),
+                    }
+                }
+                _ = std::future::ready(()), if current.is_some() && !held_full => {
+                    if let Some((batch, at)) = current.as_mut() {
+                        let end = (*at + CHUNK).min(batch.len());
+                        if self.apply_chunk(batch, *at..end).await.is_err() {
+                            // The correlator's state is suspect after a panic: stop; the
+                            // coordinator aborts the batch and rebuilds the partition.
+                            break;
+                        }
+                        *at = end;
+                        if end >= batch.len() {
+                            current = None;
+                            self.after_batch();
+                        }
+                    }
+                    // Let the coordinator and the other tasks of this worker run between chunks.
+                    tokio::task::yield_now().await;
+                }
+                m = data.recv(), if data_open && current.is_none() && !held_full => match m {
+                    Some(batch) => {
+                        self.env.failpoints.stop("after_consume");
+                        current = Some((batch, 0));
+                    }
+                    None => data_open = false,
+                },
             }
         }
         self.clear_gauges();
         tracing::debug!(partition = self.partition, "partition task stopped");
+    }
+
+    /// Writes the changed state to the changelog and reports what the batch holds.
+    async fn checkpoint(&mut self) -> Checkpointed {
+        self.write_changelog().await;
+        let offsets =
+            std::array::from_fn(|t| (self.next[t] != self.reported[t]).then_some(self.next[t]));
+        self.reported = self.next;
+        Checkpointed {
+            partition: self.partition,
+            offsets,
+            produced: std::mem::take(&mut self.produced),
+            outputs: std::mem::take(&mut self.outputs),
+            error: self.error.take(),
+        }
+    }
+
+    /// The next transaction has begun: hands what was held back to the producer, in order.
+    async fn release(&mut self) {
+        self.holding = false;
+        let (data, mut items) = self.held.take();
+        let env = self.env.clone();
+        let slice = |r: Option<(usize, usize)>| r.map(|(a, b)| &data[a..b]);
+        for h in items.drain(..) {
+            let out = Out {
+                topic: match h.dest {
+                    Dest::Records => &env.records_topic,
+                    Dest::Dlq => &env.dlq_topic,
+                },
+                partition: None,
+                key: slice(h.key),
+                payload: slice(h.payload),
+                headers: h.headers,
+            };
+            self.produce(out).await;
+        }
+        self.held.reuse(data, items);
+    }
+
+    async fn tick(&mut self) {
+        // Stream time is the watermark of both input topics; one that has delivered nothing for
+        // `input_idle` (while the other may flow) no longer holds it back.
+        let quiet = self
+            .topic_seen_at
+            .map(|t| t.elapsed() >= self.env.input_idle);
+        let mut target = None;
+        if quiet[0] || quiet[1] {
+            target = self.correlator.max_event_time();
+        }
+        // An idle partition moves on by the wall time that passed since its last event, so
+        // deadlines fire without new input.
+        if self.idle_since_tick {
+            if let Some(base) = target.or(self.correlator.stream_time()) {
+                let elapsed = u64::try_from(self.anchor.elapsed().as_millis()).unwrap_or(u64::MAX);
+                target = Some(base.plus_millis(elapsed));
+                self.anchor = Instant::now();
+            }
+        }
+        if let Some(t) = target {
+            self.clock_ms = now_ms();
+            self.correlator.advance(t, &mut self.effects);
+            self.publish_records().await;
+        }
+        self.idle_since_tick = true;
+        self.refresh_gauges(true);
+    }
+
+    /// Applies the messages `range` of `batch`; `Err` when one of them panicked.
+    async fn apply_chunk(
+        &mut self,
+        batch: &InBatch,
+        range: std::ops::Range<usize>,
+    ) -> Result<(), Poisoned> {
+        let start = Instant::now();
+        self.clock_ms = now_ms();
+        let mut applied = false;
+        for i in range.clone() {
+            let m = batch.get(i);
+            if let Some(seen) = self.topic_seen_at.get_mut(usize::from(m.topic)) {
+                *seen = start;
+            }
+            applied |= self.handle(m).await?;
+        }
+        if applied {
+            self.anchor = Instant::now();
+            self.idle_since_tick = false;
+        }
+        self.inflight
+            .messages
+            .fetch_sub(range.len(), Ordering::AcqRel);
+        self.inflight
+            .bytes
+            .fetch_sub(batch.size_of(range), Ordering::AcqRel);
+        self.env
+            .metrics
+            .batch_duration
+            .observe(start.elapsed().as_secs_f64());
+        Ok(())
+    }
+
+    fn after_batch(&mut self) {
+        if let Some(ts) = self.last_timestamp_ms {
+            self.m
+                .lag_seconds
+                .set((self.clock_ms - ts).max(0) as f64 / 1000.0);
+        }
+        self.refresh_gauges(false);
     }
 
     fn answer(&self, q: Query) {
@@ -287,10 +667,10 @@ impl PartitionTask {
         }
     }
 
-    async fn handle(&mut self, m: InMsg) {
+    /// Handles one message; true when it was applied to the correlator, `Err` when decoding or
+    /// applying it panicked.
+    async fn handle(&mut self, m: InMsg<'_>) -> Result<bool, Poisoned> {
         let t = usize::from(m.topic.min(1));
-        self.inflight.messages.fetch_sub(1, Ordering::AcqRel);
-        self.inflight.bytes.fetch_sub(m.size(), Ordering::AcqRel);
         if m.offset < self.next[t] {
             tracing::trace!(
                 partition = self.partition,
@@ -298,39 +678,83 @@ impl PartitionTask {
                 offset = m.offset,
                 "skipping a message already processed"
             );
-            return;
+            return Ok(false);
         }
         self.next[t] = m.offset + 1;
         if let Some(ts) = m.timestamp_ms {
             self.last_timestamp_ms = Some(ts);
         }
+        if !self.poisoned.is_empty() {
+            if let Some(why) = self.poisoned.get(&(m.topic, m.offset)) {
+                let detail = format!(
+                    "processing this event panicked ({why}); it is dead-lettered so that the partition goes on — a bug in the processor, please report it with this event"
+                );
+                self.m.received[t][8].inc();
+                self.dead_letter(&m, "panic", &detail).await;
+                return Ok(false);
+            }
+        }
         let pos = Position::new(m.topic, m.offset);
-        let event = match self.validate(&m) {
-            Ok(event) => event,
-            Err((reason, detail)) => {
+        // A panic in decoding or correlating must not take the partition down for good: it is
+        // caught here, the task stops (its correlator is not used again), and the rewind that
+        // follows dead-letters this message instead of applying it again.
+        let step = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let event = self.validate(&m)?;
+            self.env.failpoints.panic("panic_in_apply");
+            let kind = event.kind();
+            let outcome = self.correlator.apply(event, pos, &mut self.effects);
+            Ok::<_, (&'static str, String)>((kind, outcome))
+        }));
+        let (kind, outcome) = match step {
+            Ok(Ok(done)) => done,
+            Ok(Err((reason, detail))) => {
                 self.m.received[t][8].inc();
                 self.dead_letter(&m, reason, &detail).await;
-                return;
+                return Ok(false);
+            }
+            Err(panic) => {
+                let why = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "no message".to_owned());
+                let why: String = why.chars().take(512).collect();
+                tracing::error!(
+                    partition = self.partition,
+                    topic = m.topic,
+                    offset = m.offset,
+                    panic = %why,
+                    "processing a message panicked; the batch is rewound and the message will be dead-lettered"
+                );
+                self.env
+                    .poisoned
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .entry(self.partition)
+                    .or_default()
+                    .insert((m.topic, m.offset), why);
+                return Err(Poisoned);
             }
         };
-        let kind = event.kind();
         if let Some(i) = EventKind::ALL.iter().position(|k| *k == kind) {
             self.m.received[t][i].inc();
         }
-        let outcome = self.correlator.apply(event, pos, &mut self.effects);
-        self.anchor = Instant::now();
-        self.idle_since_tick = false;
-        let metrics = &self.env.metrics;
-        metrics
-            .event_outcomes
-            .with_label_values(&[outcome.label()])
-            .inc();
-        match outcome {
-            Outcome::Matched(strategy) => metrics
-                .matches
-                .with_label_values(&[strategy.as_str()])
+        match self.m.outcome(&outcome) {
+            Some(c) => c.inc(),
+            None => self
+                .env
+                .metrics
+                .event_outcomes
+                .with_label_values(&[outcome.label()])
                 .inc(),
-            Outcome::Duplicate => metrics.duplicates.inc(),
+        }
+        match outcome {
+            Outcome::Matched(strategy) => {
+                if let Some(i) = Strategy::ALL.iter().position(|s| *s == strategy) {
+                    self.m.matches[i].inc();
+                }
+            }
+            Outcome::Duplicate => self.env.metrics.duplicates.inc(),
             Outcome::Rejected(reason) => {
                 let detail = format!("the correlator refused the event: {reason}");
                 self.dead_letter(&m, reason, &detail).await;
@@ -338,11 +762,12 @@ impl PartitionTask {
             _ => {}
         }
         self.publish_records().await;
+        Ok(true)
     }
 
     /// Decodes and checks one message; the error is a reason label and a description.
-    fn validate(&self, m: &InMsg) -> Result<Event, (&'static str, String)> {
-        let Some(payload) = m.payload.as_deref() else {
+    fn validate(&self, m: &InMsg<'_>) -> Result<Event, (&'static str, String)> {
+        let Some(payload) = m.payload else {
             let e = DecodeError::Empty;
             return Err((e.reason(), e.to_string()));
         };
@@ -354,8 +779,9 @@ impl PartitionTask {
             return Err((e.reason(), e.to_string()));
         }
         let event = Event::decode(payload).map_err(|e| (e.reason(), e.to_string()))?;
-        let limit =
-            now_ms().saturating_add(i64::try_from(self.env.max_future_skew_ms).unwrap_or(i64::MAX));
+        let limit = self
+            .clock_ms
+            .saturating_add(i64::try_from(self.env.max_future_skew_ms).unwrap_or(i64::MAX));
         if event.time.millis() > limit {
             return Err((
                 "far_future",
@@ -365,7 +791,7 @@ impl PartitionTask {
                 ),
             ));
         }
-        match m.key.as_deref() {
+        match m.key {
             Some(key) if key == event.session.as_str().as_bytes() => {}
             Some(key) => {
                 return Err((
@@ -387,7 +813,7 @@ impl PartitionTask {
         Ok(event)
     }
 
-    async fn dead_letter(&mut self, m: &InMsg, reason: &'static str, detail: &str) {
+    async fn dead_letter(&mut self, m: &InMsg<'_>, reason: &'static str, detail: &str) {
         self.env
             .metrics
             .dead_letters
@@ -405,10 +831,7 @@ impl PartitionTask {
         let offset = m.offset.to_string();
         let timestamp = m.timestamp_ms.map(|t| t.to_string()).unwrap_or_default();
         let detail: String = detail.chars().take(1024).collect();
-        let payload = m
-            .payload
-            .as_deref()
-            .map(|p| &p[..p.len().min(DLQ_PAYLOAD_LIMIT)]);
+        let payload = m.payload.map(|p| &p[..p.len().min(DLQ_PAYLOAD_LIMIT)]);
         let headers = header_pairs(&[
             (dlq_headers::REASON, reason.as_bytes()),
             (dlq_headers::ERROR, detail.as_bytes()),
@@ -417,16 +840,7 @@ impl PartitionTask {
             (dlq_headers::SOURCE_OFFSET, offset.as_bytes()),
             (dlq_headers::SOURCE_TIMESTAMP, timestamp.as_bytes()),
         ]);
-        let env = self.env.clone();
-        let out = Out {
-            topic: &env.dlq_topic,
-            partition: None,
-            key: m.key.as_deref(),
-            payload,
-            headers: Some(headers),
-        };
-        self.produce(out).await;
-        self.outputs += 1;
+        self.output(Dest::Dlq, m.key, payload, Some(headers)).await;
     }
 
     async fn publish_records(&mut self) {
@@ -434,15 +848,14 @@ impl PartitionTask {
             return;
         }
         let records = std::mem::take(&mut self.effects.records);
-        let now = now_ms();
+        let now = self.clock_ms;
         let env = self.env.clone();
         for record in &records {
             let metrics = &self.env.metrics;
             let phase = record.status.phase;
-            metrics
-                .records_emitted
-                .with_label_values(&[phase.as_str()])
-                .inc();
+            if let Some(i) = Phase::ALL.iter().position(|p| *p == phase) {
+                self.m.records[i].inc();
+            }
             if phase == Phase::Evicted {
                 metrics.evictions.inc();
             }
@@ -454,16 +867,28 @@ impl PartitionTask {
             metrics
                 .end_to_end_latency
                 .observe((now - record.updated_at.millis()).max(0) as f64 / 1000.0);
-            let key = record.id().to_string();
-            let payload = record.encode();
-            let out = Out {
-                topic: &env.records_topic,
-                partition: None,
-                key: Some(key.as_bytes()),
-                payload: Some(&payload),
-                headers: None,
-            };
-            self.produce(out).await;
+            let mut key = uuid::Uuid::encode_buffer();
+            let key = record.id().0.hyphenated().encode_lower(&mut key);
+            if self.holding {
+                self.held.push_record(key.as_bytes(), record);
+            } else {
+                // One buffer for every record: librdkafka copies the payload anyway.
+                let mut payload = std::mem::take(&mut self.scratch);
+                payload.clear();
+                record.encode_into(&mut payload);
+                let out = Out {
+                    topic: &env.records_topic,
+                    partition: None,
+                    key: Some(key.as_bytes()),
+                    payload: Some(&payload),
+                    headers: None,
+                };
+                self.produce(out).await;
+                // Keep the buffer unless an exceptional record made it large.
+                if payload.capacity() <= KEEP_BUFFER_BYTES {
+                    self.scratch = payload;
+                }
+            }
             self.outputs += 1;
         }
         // Give the vector back so the hot path does not allocate.
@@ -471,12 +896,40 @@ impl PartitionTask {
         self.effects.clear();
     }
 
+    /// Produces a record or a dead letter, or holds it back while the last checkpoint commits.
+    async fn output(
+        &mut self,
+        dest: Dest,
+        key: Option<&[u8]>,
+        payload: Option<&[u8]>,
+        headers: Option<OwnedHeaders>,
+    ) {
+        self.outputs += 1;
+        if self.holding {
+            self.held.push(dest, key, payload, headers);
+            return;
+        }
+        let env = self.env.clone();
+        let out = Out {
+            topic: match dest {
+                Dest::Records => &env.records_topic,
+                Dest::Dlq => &env.dlq_topic,
+            },
+            partition: None,
+            key,
+            payload,
+            headers,
+        };
+        self.produce(out).await;
+    }
+
     async fn write_changelog(&mut self) {
         let ops = self.correlator.take_changelog();
         let env = self.env.clone();
         for op in ops {
-            let pos = output::encode_pos(op.pos);
-            let headers = header_pairs(&[(output::POS_HEADER, pos.as_bytes())]);
+            let mut buf = [0u8; 32];
+            let pos = output::write_pos(op.pos, &mut buf);
+            let headers = header_pairs(&[(output::POS_HEADER, pos)]);
             let out = Out {
                 topic: &env.changelog_topic,
                 partition: Some(self.partition),

@@ -3,11 +3,14 @@
 //!
 //! A batch is everything the partition tasks produced since the last checkpoint. At a checkpoint
 //! (every `commit_interval_ms`, and before partitions are revoked) every task writes its changed
-//! state to the changelog, reports its next offsets and waits; the coordinator then sends the
-//! offsets to the transaction and commits it (exactly-once), or flushes and commits the offsets
-//! (at-least-once), and lets the tasks go on. If anything fails the transaction is aborted, every
-//! task is stopped and every partition is restored from the changelog and rewound to its committed
-//! offsets — the in-memory state is never trusted past a failed commit.
+//! state to the changelog and reports its next offsets; the coordinator then sends the offsets to
+//! the transaction and commits it (exactly-once), or flushes and commits the offsets
+//! (at-least-once), and tells the tasks it is done (`resume`). The tasks do not wait for that: they
+//! go on applying input, and hold back what they produce until `resume` says the next transaction
+//! has begun — outputs never land in a transaction with offsets they do not derive from, and the
+//! cores are not left idle while the broker commits. If anything fails the transaction is
+//! aborted, every task is stopped and every partition is restored from the changelog and rewound
+//! to its committed offsets — the in-memory state is never trusted past a failed commit.
 
 use crate::client::{consumer_config, producer_config, ProducerCtx, SharedProducer};
 use crate::config::{Guarantee, Settings};
@@ -19,7 +22,7 @@ use crate::error::{Disposition, Error};
 use crate::failpoint::Failpoints;
 use crate::http::{router, HttpState};
 use crate::metrics::Metrics;
-use crate::partition::{Checkpointed, PartitionMsg, PartitionTask, TaskEnv};
+use crate::partition::{Checkpointed, InBatch, PartitionMsg, PartitionTask, TaskEnv};
 use crate::restore::{restore_partition, Restored};
 use crate::topics::{check_topics, MAX_OUTPUT_MESSAGE_BYTES};
 use dashmap::DashMap;
@@ -29,7 +32,7 @@ use rdkafka::producer::{Producer, ThreadedProducer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
@@ -203,6 +206,11 @@ pub async fn start(settings: Settings, registry: Registry) -> Result<Running, Er
         max_message_bytes: settings.max_message_bytes,
         max_future_skew_ms: settings.max_future_skew_ms,
         input_idle: Duration::from_millis(settings.input_idle_ms),
+        // Outputs held back while a batch commits have a bound of their own, as large as the
+        // input's: they stop the tasks from taking input until the commit is through.
+        max_held_bytes: settings.max_inflight_bytes,
+        held_bytes: Arc::new(AtomicUsize::new(0)),
+        poisoned: std::sync::Mutex::new(HashMap::new()),
         metrics: metrics.clone(),
         failpoints: failpoints.clone(),
     });
@@ -412,7 +420,7 @@ impl Coordinator {
         // Control (checkpoints, ticks, queries) and input batches travel on separate channels so
         // that a checkpoint is served ahead of the queued input.
         let (tx, rx) = mpsc::unbounded_channel();
-        let (data_tx, data_rx) = mpsc::unbounded_channel();
+        let (data_tx, data_rx) = mpsc::unbounded_channel::<InBatch>();
         let inflight = Arc::new(Inflight::default());
         let task = PartitionTask::new(
             partition,

@@ -182,6 +182,17 @@ pub enum ApprovalDecision {
     Denied,
 }
 
+impl ApprovalDecision {
+    /// The name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalDecision::Requested => "requested",
+            ApprovalDecision::Approved => "approved",
+            ApprovalDecision::Denied => "denied",
+        }
+    }
+}
+
 /// A policy hook's decision on a call (AOS `steps/toolCallRequest` / `steps/toolCallResult`,
 /// Claude Code PreToolUse / PostToolUse).
 #[derive(Debug, Clone, PartialEq)]
@@ -202,6 +213,17 @@ pub enum HookVerdict {
     Allow,
     Deny,
     Modify,
+}
+
+impl HookVerdict {
+    /// The name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookVerdict::Allow => "allow",
+            HookVerdict::Deny => "deny",
+            HookVerdict::Modify => "modify",
+        }
+    }
 }
 
 /// Declared side effects of a call (joch `spec.sideEffects`).
@@ -239,6 +261,19 @@ pub enum SideEffectLevel {
     Destructive,
 }
 
+impl SideEffectLevel {
+    /// The name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SideEffectLevel::None => "none",
+            SideEffectLevel::Read => "read",
+            SideEffectLevel::Write => "write",
+            SideEffectLevel::ExternalWrite => "external_write",
+            SideEffectLevel::Destructive => "destructive",
+        }
+    }
+}
+
 impl Event {
     pub fn kind(&self) -> EventKind {
         match &self.body {
@@ -270,7 +305,12 @@ impl Event {
                 )
             }
         }
-        let raw: RawEvent = match serde_json::from_slice(bytes) {
+        // Any byte that is not UTF-8 makes the message `invalid_utf8`, wherever it is; checking the
+        // whole message once lets serde skip checking every string on its own.
+        let Ok(text) = std::str::from_utf8(bytes) else {
+            return Err(DecodeError::InvalidUtf8);
+        };
+        let raw: RawEvent = match serde_json::from_str(text) {
             Ok(raw) => raw,
             Err(e) => return Err(classify_json_error(bytes, e)),
         };
@@ -839,14 +879,7 @@ impl From<Event> for RawEvent {
                 raw.tool = a.tool;
                 raw.args = a.args;
                 raw.checksum = a.checksum;
-                raw.decision = Some(
-                    match a.decision {
-                        ApprovalDecision::Requested => "requested",
-                        ApprovalDecision::Approved => "approved",
-                        ApprovalDecision::Denied => "denied",
-                    }
-                    .to_owned(),
-                );
+                raw.decision = Some(a.decision.as_str().to_owned());
                 raw.by = a.by;
                 raw.reason = a.reason;
             }
@@ -855,14 +888,7 @@ impl From<Event> for RawEvent {
                 raw.args = h.args;
                 raw.checksum = h.checksum;
                 raw.hook = Some(h.hook);
-                raw.decision = Some(
-                    match h.decision {
-                        HookVerdict::Allow => "allow",
-                        HookVerdict::Deny => "deny",
-                        HookVerdict::Modify => "modify",
-                    }
-                    .to_owned(),
-                );
+                raw.decision = Some(h.decision.as_str().to_owned());
                 raw.policy_id = h.policy_id;
                 raw.policy_version = h.policy_version;
                 raw.reason = h.reason;

@@ -281,7 +281,433 @@ impl ToolCallRecord {
         self.metadata.name
     }
 
+    /// The record as one line of JSON: byte for byte what `serde_json::to_vec` writes for it (a
+    /// test holds the two equal), written straight into a buffer sized up front — the field names
+    /// are constants, so only the values go through JSON escaping.
     pub fn encode(&self) -> Vec<u8> {
-        serde_json::to_vec(self).expect("records always serialize")
+        let mut out = Vec::new();
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// [`encode`](Self::encode), appended to `out` (so a caller can reuse one buffer).
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        out.reserve(self.size_hint());
+        let mut w = Writer(std::mem::take(out));
+        self.write_json(&mut w);
+        *out = w.0;
+    }
+
+    /// About the length of the encoded record (a little more, so the buffer does not grow).
+    fn size_hint(&self) -> usize {
+        let opt = |s: Option<&str>| s.map_or(0, str::len);
+        let m = &self.metadata;
+        let spec = &self.spec;
+        let status = &self.status;
+        let map = |m: Option<&Map<String, Value>>| m.map_or(0, |m| 64 + 64 * m.len());
+        640 + m.source.0.len()
+            + m.session.0.len()
+            + opt(m.thread.as_ref().map(|t| t.as_str()))
+            + opt(m.turn.as_ref().map(|t| t.as_str()))
+            + opt(self.stream_id.as_ref().map(|c| c.as_str()))
+            + opt(self.checksum.as_ref().map(|c| c.as_str()))
+            + opt(spec.execution_ref.as_ref().map(|r| r.name.as_str()))
+            + opt(spec.agent_ref.as_ref().map(|r| r.name.as_str()))
+            + opt(spec.tool_ref.as_ref().map(|r| r.name.as_str()))
+            + opt(spec.input.as_ref().map(Json::as_str)) * 9 / 8
+            + opt(spec.side_effects.idempotency_key.as_deref())
+            + spec.approval.as_ref().map_or(0, |_| 256)
+            + map(spec.hook_context.as_ref())
+            + opt(status.output.as_ref().map(Json::as_str)) * 9 / 8
+            + status.hook_decisions.len() * 256
+            + opt(status.reason.as_deref())
+            + self.correlation.key.len()
+            + map(self.attributes.as_ref())
+    }
+
+    fn write_json(&self, w: &mut Writer) {
+        let mut o = w.object();
+        o.key("apiVersion").str(&self.api_version);
+        o.key("kind").str(&self.kind);
+        self.metadata.write_json(o.key("metadata"));
+        if let Some(id) = &self.stream_id {
+            o.key("streamId").str(id.as_str());
+        }
+        if let Some(c) = &self.checksum {
+            o.key("checksum").str(c.as_str());
+        }
+        o.key("createdAt").time(self.created_at);
+        o.key("updatedAt").time(self.updated_at);
+        self.spec.write_json(o.key("spec"));
+        self.status.write_json(o.key("status"));
+        self.correlation.write_json(o.key("correlation"));
+        o.key("replay").raw(match self.replay {
+            ReplayPolicy::Free => "\"free\"",
+            ReplayPolicy::RequiresOverride => "\"requires_override\"",
+        });
+        if let Some(a) = &self.attributes {
+            o.key("attributes").value(a);
+        }
+        o.end();
+    }
+}
+
+impl Metadata {
+    fn write_json(&self, w: &mut Writer) {
+        let mut o = w.object();
+        let mut uuid = uuid::Uuid::encode_buffer();
+        o.key("name")
+            .str(self.name.0.hyphenated().encode_lower(&mut uuid));
+        o.key("revision").value(&self.revision);
+        o.key("source").str(self.source.as_str());
+        o.key("session").str(self.session.as_str());
+        if let Some(t) = &self.thread {
+            o.key("thread").str(t.as_str());
+        }
+        if let Some(t) = &self.turn {
+            o.key("turn").str(t.as_str());
+        }
+        o.end();
+    }
+}
+
+impl Spec {
+    fn write_json(&self, w: &mut Writer) {
+        let mut o = w.object();
+        for (key, r) in [
+            ("executionRef", &self.execution_ref),
+            ("agentRef", &self.agent_ref),
+            ("toolRef", &self.tool_ref),
+        ] {
+            if let Some(r) = r {
+                let mut n = o.key(key).object();
+                n.key("name").str(&r.name);
+                n.end();
+            }
+        }
+        if let Some(input) = &self.input {
+            o.key("input").raw(input.as_str());
+        }
+        let se = &self.side_effects;
+        let mut s = o.key("sideEffects").object();
+        if let Some(level) = se.level {
+            s.key("level").quoted(level.as_str());
+        }
+        if let Some(i) = se.idempotent {
+            s.key("idempotent").bool(i);
+        }
+        if let Some(k) = &se.idempotency_key {
+            s.key("idempotencyKey").str(k);
+        }
+        s.end();
+        if let Some(a) = &self.approval {
+            let mut p = o.key("approval").object();
+            p.key("required").bool(a.required);
+            p.key("status").quoted(a.status.as_str());
+            if let Some(t) = a.requested_at {
+                p.key("requestedAt").time(t);
+            }
+            if let Some(by) = &a.approved_by {
+                p.key("approvedBy").str(by);
+            }
+            if let Some(t) = a.approved_at {
+                p.key("approvedAt").time(t);
+            }
+            if let Some(r) = &a.reason {
+                p.key("reason").str(r);
+            }
+            p.end();
+        }
+        if let Some(h) = &self.hook_context {
+            o.key("hookContext").value(h);
+        }
+        o.end();
+    }
+}
+
+impl Status {
+    fn write_json(&self, w: &mut Writer) {
+        let mut o = w.object();
+        o.key("phase").quoted(self.phase.as_str());
+        if let Some(t) = self.started_at {
+            o.key("startedAt").time(t);
+        }
+        if let Some(t) = self.completed_at {
+            o.key("completedAt").time(t);
+        }
+        if let Some(d) = self.duration_ms {
+            o.key("durationMs").value(&d);
+        }
+        if let Some(out) = &self.output {
+            o.key("output").raw(out.as_str());
+        }
+        o.key("isError").bool(self.is_error);
+        if !self.hook_decisions.is_empty() {
+            let w = o.key("hookDecisions");
+            w.raw("[");
+            for (i, h) in self.hook_decisions.iter().enumerate() {
+                if i > 0 {
+                    w.raw(",");
+                }
+                let mut d = w.object();
+                d.key("hook").str(&h.hook);
+                d.key("decision").quoted(h.decision.as_str());
+                if let Some(p) = &h.policy_id {
+                    d.key("policyId").str(p);
+                }
+                if let Some(p) = &h.policy_version {
+                    d.key("policyVersion").str(p);
+                }
+                if let Some(r) = &h.reason {
+                    d.key("reason").str(r);
+                }
+                d.key("at").time(h.at);
+                d.end();
+            }
+            w.raw("]");
+        }
+        if let Some(r) = &self.reason {
+            o.key("reason").str(r);
+        }
+        o.end();
+    }
+}
+
+impl Correlation {
+    fn write_json(&self, w: &mut Writer) {
+        let mut o = w.object();
+        o.key("strategy").quoted(self.strategy.as_str());
+        o.key("confidence").value(&self.confidence);
+        o.key("candidates").value(&self.candidates);
+        o.key("eventsMerged").value(&self.events_merged);
+        o.key("duplicates").value(&self.duplicates);
+        o.key("attempts").value(&self.attempts);
+        o.key("key").str(&self.key);
+        o.end();
+    }
+}
+
+/// Compact JSON output, as serde_json's `to_vec` writes it.
+struct Writer(Vec<u8>);
+
+impl Writer {
+    /// Bytes that are already JSON.
+    fn raw(&mut self, json: &str) {
+        self.0.extend_from_slice(json.as_bytes());
+    }
+
+    /// A string that needs no escaping (an enum's name), in quotes.
+    fn quoted(&mut self, s: &str) {
+        self.0.push(b'"');
+        self.0.extend_from_slice(s.as_bytes());
+        self.0.push(b'"');
+    }
+
+    /// A string, escaped as serde_json escapes it.
+    fn str(&mut self, s: &str) {
+        if s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+            self.value(s);
+        } else {
+            self.quoted(s);
+        }
+    }
+
+    fn bool(&mut self, b: bool) {
+        self.raw(if b { "true" } else { "false" });
+    }
+
+    fn time(&mut self, t: Timestamp) {
+        self.value(&t);
+    }
+
+    /// Anything else, through serde_json itself.
+    fn value<T: Serialize + ?Sized>(&mut self, v: &T) {
+        serde_json::to_writer(&mut self.0, v).expect("record values always serialize");
+    }
+
+    fn object(&mut self) -> Object<'_> {
+        self.0.push(b'{');
+        Object {
+            w: self,
+            first: true,
+        }
+    }
+}
+
+/// An object being written: [`Object::key`] adds the separator and the (constant) key.
+struct Object<'a> {
+    w: &'a mut Writer,
+    first: bool,
+}
+
+impl Object<'_> {
+    fn key(&mut self, key: &'static str) -> &mut Writer {
+        if !self.first {
+            self.w.0.push(b',');
+        }
+        self.first = false;
+        self.w.quoted(key);
+        self.w.0.push(b':');
+        self.w
+    }
+
+    fn end(self) {
+        self.w.0.push(b'}');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::SideEffectLevel;
+    use proptest::prelude::{any, prop_assert_eq, proptest};
+    use serde_json::json;
+
+    fn text(s: &str) -> String {
+        s.to_owned()
+    }
+
+    fn record(s: &[String; 8], n: [u64; 4], bits: u32, confidence: f64) -> ToolCallRecord {
+        let on = |i: u32| bits & (1 << i) != 0;
+        let pick = |i: u32, v: &String| on(i).then(|| v.clone());
+        let map = |v: &String| -> Map<String, Value> {
+            let mut m = Map::new();
+            m.insert(v.clone(), json!([v, 1.5, null, {"k": v}]));
+            m.insert(text("n"), json!(12345678901234567u64));
+            m
+        };
+        let ts = |ms: u64| Timestamp::from_millis(ms as i64 - 1_000_000);
+        ToolCallRecord {
+            api_version: API_VERSION.to_owned(),
+            kind: KIND.to_owned(),
+            metadata: Metadata {
+                name: RecordId::derive(
+                    &Source(s[0].clone()),
+                    &SessionId(s[1].clone()),
+                    None,
+                    &s[2],
+                ),
+                revision: n[0] as u32,
+                source: Source(s[0].clone()),
+                session: SessionId(s[1].clone()),
+                thread: pick(0, &s[2]).map(ThreadId),
+                turn: pick(1, &s[3]).map(TurnId),
+            },
+            stream_id: pick(2, &s[4]).map(CallId),
+            checksum: on(3).then(|| crate::checksum::checksum_of(&s[0], None)),
+            created_at: ts(n[1]),
+            updated_at: ts(n[2]),
+            spec: Spec {
+                execution_ref: pick(4, &s[5]).map(|name| Ref { name }),
+                agent_ref: pick(5, &s[6]).map(|name| Ref { name }),
+                tool_ref: pick(6, &s[7]).map(|name| Ref { name }),
+                input: on(7).then(|| Json::from(json!({"a": s[0], "b": [1, 2.5e300]}))),
+                side_effects: SideEffects {
+                    level: on(8).then_some(
+                        [
+                            SideEffectLevel::None,
+                            SideEffectLevel::Read,
+                            SideEffectLevel::Write,
+                            SideEffectLevel::ExternalWrite,
+                            SideEffectLevel::Destructive,
+                        ][n[3] as usize % 5],
+                    ),
+                    idempotent: on(9).then_some(on(10)),
+                    idempotency_key: pick(11, &s[1]),
+                },
+                approval: on(12).then(|| ApprovalState {
+                    required: on(13),
+                    status: [
+                        ApprovalDecision::Requested,
+                        ApprovalDecision::Approved,
+                        ApprovalDecision::Denied,
+                    ][n[0] as usize % 3],
+                    requested_at: on(14).then(|| ts(n[1])),
+                    approved_by: pick(15, &s[2]),
+                    approved_at: on(16).then(|| ts(n[2])),
+                    reason: pick(17, &s[3]),
+                }),
+                hook_context: on(18).then(|| map(&s[4])),
+            },
+            status: Status {
+                phase: Phase::ALL[n[1] as usize % Phase::ALL.len()],
+                started_at: on(19).then(|| ts(n[2])),
+                completed_at: on(20).then(|| ts(n[3])),
+                duration_ms: on(21).then_some(n[3]),
+                output: on(22).then(|| {
+                    Json::parse(&format!(" {} ", serde_json::to_string(&s[5]).unwrap())).unwrap()
+                }),
+                is_error: on(23),
+                hook_decisions: (0..(n[2] % 3))
+                    .map(|i| HookDecisionEntry {
+                        hook: s[6].clone(),
+                        decision: [HookVerdict::Allow, HookVerdict::Deny, HookVerdict::Modify]
+                            [i as usize],
+                        policy_id: pick(24, &s[7]),
+                        policy_version: pick(25, &s[0]),
+                        reason: pick(26, &s[1]),
+                        at: ts(n[0]),
+                    })
+                    .collect(),
+                reason: pick(27, &s[2]),
+            },
+            correlation: Correlation {
+                strategy: Strategy::ALL[n[2] as usize % Strategy::ALL.len()],
+                confidence,
+                candidates: n[1] as u32,
+                events_merged: n[2] as u32,
+                duplicates: n[3] as u32,
+                attempts: n[0] as u32,
+                key: s[3].clone(),
+            },
+            replay: if on(28) {
+                ReplayPolicy::Free
+            } else {
+                ReplayPolicy::RequiresOverride
+            },
+            attributes: on(29).then(|| map(&s[5])),
+        }
+    }
+
+    #[test]
+    fn encode_writes_what_serde_writes() {
+        let strings = [
+            "claude-code",
+            "session \"1\" \\ back",
+            "line\nbreak\ttab\u{0}nul\u{1f}\u{7f}",
+            "ünïcödé \u{2028} \u{2029} 😀",
+            "",
+            "toolu_01",
+            "/",
+            "</script>",
+        ]
+        .map(text);
+        for bits in [0, u32::MAX, 0x5555_5555, 0xaaaa_aaaa] {
+            for confidence in [1.0, 0.95, 0.3, 0.0, 1e-7, f64::NAN, f64::INFINITY] {
+                let r = record(&strings, [3, 1_700_000_000_000, 7, 99], bits, confidence);
+                let serde = serde_json::to_vec(&r).unwrap();
+                assert_eq!(
+                    String::from_utf8(r.encode()).unwrap(),
+                    String::from_utf8(serde.clone()).unwrap()
+                );
+                let mut appended = b"prefix".to_vec();
+                r.encode_into(&mut appended);
+                assert_eq!(appended[..6], *b"prefix");
+                assert_eq!(appended[6..], serde);
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn encode_writes_what_serde_writes_for_any_record(
+            s in proptest::array::uniform8(any::<String>()),
+            n in proptest::array::uniform4(0u64..u64::MAX / 4),
+            bits in any::<u32>(),
+            confidence in any::<f64>(),
+        ) {
+            let r = record(&s, n, bits, confidence);
+            prop_assert_eq!(r.encode(), serde_json::to_vec(&r).unwrap());
+        }
     }
 }

@@ -8,6 +8,7 @@ mod flow;
 mod harness;
 mod ingest;
 mod kill;
+mod poison;
 mod prom;
 mod restart;
 mod split;
