@@ -540,8 +540,7 @@ pub(crate) fn decode(value: &[u8]) -> Result<Entry, CodecError> {
             }
         }
         TAG_LOOSE => {
-            let flags =
-                r.flags(THREAD | HAS_ID | TURN | TOOL | ARGS | CHECKSUM | DONE | MORE)?;
+            let flags = r.flags(THREAD | HAS_ID | TURN | TOOL | ARGS | CHECKSUM | DONE | MORE)?;
             let scope = r.scope(flags)?;
             let key = r.boxed_str("key")?;
             let record_id = r.record_id()?;
@@ -675,7 +674,17 @@ mod tests {
 
     #[test]
     fn numbers_round_trip() {
-        let unsigned = [0, 1, 127, 128, 300, 16_383, 16_384, u64::from(u32::MAX), u64::MAX];
+        let unsigned = [
+            0,
+            1,
+            127,
+            128,
+            300,
+            16_383,
+            16_384,
+            u64::from(u32::MAX),
+            u64::MAX,
+        ];
         let signed = [0, -1, 1, i64::MIN, i64::MAX, 1_763_800_000_000, -63];
         let mut w = Writer::default();
         for v in unsigned {
@@ -976,7 +985,10 @@ mod tests {
                 closed: &closed,
             });
             match decode(&bytes).unwrap() {
-                Entry::Closed { scope: s, closed: c } => {
+                Entry::Closed {
+                    scope: s,
+                    closed: c,
+                } => {
                     assert_eq!(s, scope(true));
                     assert_eq!(*c, closed);
                 }
@@ -1022,7 +1034,10 @@ mod tests {
             }
             let mut long = v.clone();
             long.push(0);
-            assert_eq!(decode(&long).err().unwrap().problem, "bytes after the last field");
+            assert_eq!(
+                decode(&long).err().unwrap().problem,
+                "bytes after the last field"
+            );
             // Flipping any byte either fails cleanly or decodes to something; it never panics.
             for i in 0..v.len() {
                 let mut bad = v.clone();
@@ -1036,8 +1051,14 @@ mod tests {
     fn foreign_values_say_what_they_are() {
         let e = decode(br#"{"call":{}}"#).err().unwrap();
         assert!(e.problem.contains("JSON entry"), "{e}");
-        assert_eq!(decode(b"\x07").err().unwrap().problem, "unknown encoding version");
-        assert_eq!(decode(&[VERSION, 9]).err().unwrap().problem, "unknown entry kind");
+        assert_eq!(
+            decode(b"\x07").err().unwrap().problem,
+            "unknown encoding version"
+        );
+        assert_eq!(
+            decode(&[VERSION, 9]).err().unwrap().problem,
+            "unknown entry kind"
+        );
         let mut flags = vec![VERSION, TAG_META];
         flags.push(0x40);
         assert_eq!(decode(&flags).err().unwrap().problem, "unknown flag bits");
