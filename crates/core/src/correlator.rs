@@ -918,15 +918,7 @@ impl Correlator {
         }
 
         let seq = self.next_seq();
-        let (key, has_id) = match call_id {
-            Some(id) => (id.0.into_boxed_str(), true),
-            None => (
-                format!("@{}:{}", self.pos.topic, self.pos.offset).into_boxed_str(),
-                false,
-            ),
-        };
-        let sk = &self.scopes.get(ix).key;
-        let record_id = RecordId::derive(&sk.source, &sk.session, sk.thread.as_ref(), &key);
+        let (key, has_id, record_id) = self.record_key(ix, call_id);
         let checksum = match (&a.checksum, &a.args) {
             (Some(cs), _) => Some(Sum::of(cs)),
             (None, Some(args)) => Some(Sum(digest_of_json(&a.tool, Some(args)))),
@@ -1502,15 +1494,7 @@ impl Correlator {
             checksum,
         } = subject;
         let seq = self.next_seq();
-        let (key, has_id) = match call_id {
-            Some(id) => (id.0.into_boxed_str(), true),
-            None => (
-                format!("@{}:{}", self.pos.topic, self.pos.offset).into_boxed_str(),
-                false,
-            ),
-        };
-        let sk = &self.scopes.get(ix).key;
-        let record_id = RecordId::derive(&sk.source, &sk.session, sk.thread.as_ref(), &key);
+        let (key, has_id, record_id) = self.record_key(ix, call_id);
         let loose = Box::new(Loose {
             scope: ix,
             key,
@@ -1714,6 +1698,21 @@ impl Correlator {
 
     // ---------------------------------------------------------------------------------------------
     // Indexes
+
+    /// The key a new entry's record id derives from — its call id, or `@topic:offset` of the event
+    /// being applied — whether that is a call id, and the record id.
+    fn record_key(&self, ix: ScopeIx, call_id: Option<CallId>) -> (Box<str>, bool, RecordId) {
+        let (key, has_id) = match call_id {
+            Some(id) => (id.0.into_boxed_str(), true),
+            None => (
+                format!("@{}:{}", self.pos.topic, self.pos.offset).into_boxed_str(),
+                false,
+            ),
+        };
+        let sk = &self.scopes.get(ix).key;
+        let record_id = RecordId::derive(&sk.source, &sk.session, sk.thread.as_ref(), &key);
+        (key, has_id, record_id)
+    }
 
     fn next_seq(&mut self) -> u64 {
         let seq = self.next_seq;
