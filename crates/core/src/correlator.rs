@@ -92,7 +92,58 @@ impl Entries {
 #[derive(Debug, Default)]
 struct Tool {
     name: Box<str>,
-    calls: Vec<u64>,
+    calls: Vec<Pending>,
+}
+
+/// A pending call as its tool slot holds it: with what rules 3 and 4 filter and order on, so
+/// scanning a slot reads no entry that cannot fit. While a call is pending its created time and
+/// turn never change, and an id, once it names the call, stays: a candidate the slot rules out
+/// is out; one it lets through is checked against the call where the slot cannot tell for sure.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    seq: u64,
+    created_at: Timestamp,
+    /// The low bits of the turn's hash (`hs.hash_one(turn)`), if the call has a turn.
+    turn: u32,
+    flags: u8,
+}
+
+impl Pending {
+    const HAS_TURN: u8 = 1;
+    /// Set when the call had an id when it was filed; an id-less call may gain one later.
+    const HAS_ID: u8 = 2;
+
+    fn of(seq: u64, call: &Call, hs: &Hasher) -> Self {
+        let mut flags = 0;
+        if call.has_any_id() {
+            flags |= Self::HAS_ID;
+        }
+        let turn = match call.turn.as_deref() {
+            Some(t) => {
+                flags |= Self::HAS_TURN;
+                turn_hash(hs, t)
+            }
+            None => 0,
+        };
+        Pending {
+            seq,
+            created_at: call.created_at,
+            turn,
+            flags,
+        }
+    }
+
+    fn turn(&self) -> Option<u32> {
+        (self.flags & Self::HAS_TURN != 0).then_some(self.turn)
+    }
+
+    fn has_id(&self) -> bool {
+        self.flags & Self::HAS_ID != 0
+    }
+}
+
+fn turn_hash(hs: &Hasher, turn: &str) -> u32 {
+    hs.hash_one(turn) as u32
 }
 
 /// The indexes of one scope. Everything here points into [`Entries`] by sequence number.
@@ -161,7 +212,7 @@ impl Scope {
 
     fn remove_tool_call(&mut self, t: u32, seq: u64) {
         let tool = &mut self.tools[t as usize];
-        if let Some(i) = tool.calls.iter().position(|&s| s == seq) {
+        if let Some(i) = tool.calls.iter().position(|p| p.seq == seq) {
             tool.calls.swap_remove(i);
         }
         if tool.calls.is_empty() {
@@ -174,7 +225,7 @@ impl Scope {
     }
 
     /// Every pending call of the scope.
-    fn calls(&self) -> impl Iterator<Item = u64> + '_ {
+    fn calls(&self) -> impl Iterator<Item = Pending> + '_ {
         self.tools.iter().flat_map(|t| t.calls.iter().copied())
     }
 }
@@ -1217,7 +1268,7 @@ impl Correlator {
     fn on_turn_end(&mut self, env: &Envelope, why: Deadline) -> Outcome {
         let (ix, turn, time) = (env.scope, env.turn.as_ref(), env.time);
         let at = time.plus_millis(self.config.turn_grace_ms);
-        let seqs: Vec<u64> = self.scopes.get(ix).calls().collect();
+        let seqs: Vec<u64> = self.scopes.get(ix).calls().map(|p| p.seq).collect();
         for seq in seqs {
             let Some(call) = self.entries.call_mut(seq) else {
                 continue;
@@ -1250,22 +1301,27 @@ impl Correlator {
     /// Rules 2–4 for a result-side event: the pending call it belongs to.
     fn find_call(&self, ix: ScopeIx, hints: &Hints<'_>) -> Option<Link> {
         let scope = self.scopes.get(ix);
+        let (e, hs) = (&self.entries, &self.hs);
+        let turn = hints.turn.map(|t| turn_hash(hs, t));
         if let Some(sum) = hints.checksum {
-            let seqs = scope.by_checksum.iter_hash(self.hs.hash_one(sum)).copied();
-            if let Some(link) = pick(&self.entries, hints, seqs, Some(sum), Strategy::Checksum) {
+            let cands = scope
+                .by_checksum
+                .iter_hash(hs.hash_one(sum))
+                .filter_map(|&seq| e.call(seq).map(|call| Pending::of(seq, call, hs)));
+            if let Some(link) = pick(e, hints, turn, cands, Some(sum), Strategy::Checksum) {
                 return Some(link);
             }
         }
         if let Some(tool) = hints.tool {
             if let Some(&t) = scope.tool_ix.get(tool) {
-                let seqs = scope.tools[t as usize].calls.iter().copied();
-                if let Some(link) = pick(&self.entries, hints, seqs, None, Strategy::ToolFifo) {
+                let cands = scope.tools[t as usize].calls.iter().copied();
+                if let Some(link) = pick(e, hints, turn, cands, None, Strategy::ToolFifo) {
                     return Some(link);
                 }
             }
         }
         if hints.oldest {
-            return pick(&self.entries, hints, scope.calls(), None, Strategy::Oldest);
+            return pick(e, hints, turn, scope.calls(), None, Strategy::Oldest);
         }
         None
     }
@@ -1737,7 +1793,9 @@ impl Correlator {
         let scope = self.scopes.get_mut(ix);
         scope.refs += 1;
         let t = scope.tool_slot(tool);
-        scope.tools[t as usize].calls.push(seq);
+        scope.tools[t as usize]
+            .calls
+            .push(Pending::of(seq, call, &self.hs));
         call.tool = t;
         if let Some(key) = call.idempotency_key() {
             claim(&mut scope.idem, key, seq);
@@ -1982,38 +2040,60 @@ fn remove_record(table: &mut HashTable<u64>, hs: &Hasher, id: &RecordId, seq: u6
     }
 }
 
-/// Picks among candidate calls `seqs` the oldest by (created time, arrival) that fits the hints,
-/// preferring one that lacks the hinted fact. `sum`: only calls with this checksum count (the
-/// checksum table may offer others).
+/// Picks among candidate calls `cands` the oldest by (created time, arrival) that fits the hints,
+/// preferring one that lacks the hinted fact. `turn`: the hash of the hinted turn. `sum`: only
+/// calls with this checksum count (the checksum table may offer others). A candidate is read from
+/// the entries only when its slot cannot decide alone.
 fn pick(
     e: &Entries,
     hints: &Hints<'_>,
-    seqs: impl Iterator<Item = u64>,
+    turn: Option<u32>,
+    cands: impl Iterator<Item = Pending>,
     sum: Option<&Sum>,
     strategy: Strategy,
 ) -> Option<Link> {
     let mut first: Option<(Timestamp, u64)> = None;
     let mut first_lacking: Option<(Timestamp, u64)> = None;
     let mut candidates = 0u32;
-    for seq in seqs {
-        let Some(call) = e.call(seq) else { continue };
-        if sum.is_some() && call.checksum.as_ref() != sum {
-            continue;
+    for p in cands {
+        #[cfg(debug_assertions)]
+        if let Some(call) = e.call(p.seq) {
+            let hs = Hasher::default(); // not the correlator's: compare presence only
+            let now = Pending::of(p.seq, call, &hs);
+            debug_assert_eq!(p.created_at, call.created_at, "slot of {} is stale", p.seq);
+            debug_assert_eq!(p.turn().is_some(), now.turn().is_some());
+            debug_assert!(!p.has_id() || call.has_any_id(), "ids stay");
         }
-        if hints.call_id.is_some() && call.has_any_id() {
+        if hints.call_id.is_some() && p.has_id() {
             continue; // two different ids are two different calls
         }
-        if let (Some(a), Some(b)) = (hints.turn, call.turn.as_deref()) {
-            if a != b {
+        let turn_to_check = match (turn, p.turn()) {
+            (Some(a), Some(b)) if a != b => continue,
+            (Some(_), Some(_)) => true,
+            _ => false,
+        };
+        let mut lacking = true;
+        if turn_to_check || sum.is_some() || hints.call_id.is_some() || hints.fact.is_some() {
+            let Some(call) = e.call(p.seq) else { continue };
+            if sum.is_some() && call.checksum.as_ref() != sum {
                 continue;
             }
+            if hints.call_id.is_some() && call.has_any_id() {
+                continue;
+            }
+            if let (Some(a), Some(b)) = (hints.turn, call.turn.as_deref()) {
+                if a != b {
+                    continue;
+                }
+            }
+            lacking = hints.fact.is_none_or(|f| lacks(call, f));
         }
         candidates += 1;
-        let key = (call.created_at, seq);
+        let key = (p.created_at, p.seq);
         if first.is_none_or(|f| key < f) {
             first = Some(key);
         }
-        if hints.fact.is_none_or(|f| lacks(call, f)) && first_lacking.is_none_or(|f| key < f) {
+        if lacking && first_lacking.is_none_or(|f| key < f) {
             first_lacking = Some(key);
         }
     }
@@ -2085,8 +2165,8 @@ const BTREE_SET_ENTRY: usize = 24;
 /// One `u64` slot of a hash table (8 bytes and a control byte) at the load a table that doubles
 /// when 7/8 full has on average (0.65).
 const TABLE_SLOT: usize = 14;
-/// One `u64` in a growing vector (a tool's calls), with the slack of doubling.
-const VEC_SLOT: usize = 11;
+/// One [`Pending`] in a growing vector (a tool's calls), with the slack of doubling.
+const VEC_SLOT: usize = std::mem::size_of::<Pending>() * 11 / 8;
 /// Per entry of a JSON object kept in memory (`serde_json::Map`): node share, key, small value.
 const MAP_ENTRY: usize = 128;
 /// Per hook decision, approval or fact kept.
