@@ -213,23 +213,42 @@ enum Dest {
 /// key and payload lie in [`HeldOutputs::data`].
 struct Held {
     dest: Dest,
-    key: Option<(usize, usize)>,
-    payload: Option<(usize, usize)>,
+    key: Option<Span>,
+    payload: Option<Span>,
     headers: Option<OwnedHeaders>,
 }
 
-/// Outputs held back by one task, in order, their keys and payloads back to back in one buffer
-/// (reused from one commit to the next). Counted in the tasks' shared total until released or
-/// dropped (also when the task is aborted).
+/// Where held bytes sit: a chunk of [`HeldOutputs`] and a range in it.
+#[derive(Clone, Copy)]
+struct Span {
+    chunk: usize,
+    start: usize,
+    end: usize,
+}
+
+/// Outputs held back by one task, in order, their keys and payloads back to back in chunks of
+/// [`HELD_CHUNK`] bytes: a long commit may hold tens of megabytes, and chunks grow the store
+/// without copying what it holds. Chunks are kept for the next commit up to [`KEEP_HELD_CHUNKS`].
+/// Counted in the tasks' shared total until released or dropped (also when the task is aborted).
 struct HeldOutputs {
-    data: Vec<u8>,
+    chunks: Vec<Vec<u8>>,
+    spare: Vec<Vec<u8>>,
     items: Vec<Held>,
     bytes: usize,
     total: Arc<AtomicUsize>,
 }
 
-/// Buffers reused from one output (or commit) to the next are given up beyond this size.
+/// Buffers reused from one output to the next are given up beyond this size.
 const KEEP_BUFFER_BYTES: usize = 1 << 20;
+
+/// The size of a chunk of held outputs; an output larger than a chunk gets a chunk of its own.
+const HELD_CHUNK: usize = 256 << 10;
+
+/// A new chunk is begun for the next record when less than this is left in the current one.
+const HELD_CHUNK_SLACK: usize = 16 << 10;
+
+/// Chunks kept for the next commit (4 MiB per task).
+const KEEP_HELD_CHUNKS: usize = 16;
 
 /// What an output counts for the held-back bound beyond its key and payload.
 const HELD_OVERHEAD: usize = 64;
@@ -237,18 +256,36 @@ const HELD_OVERHEAD: usize = 64;
 impl HeldOutputs {
     fn new(total: Arc<AtomicUsize>) -> Self {
         HeldOutputs {
-            data: Vec::new(),
+            chunks: Vec::new(),
+            spare: Vec::new(),
             items: Vec::new(),
             bytes: 0,
             total,
         }
     }
 
-    fn put(&mut self, bytes: Option<&[u8]>) -> Option<(usize, usize)> {
+    /// The chunk to write the next `want` bytes to (at least `want` left, unless that is more
+    /// than a chunk: then a chunk of its own).
+    fn chunk_for(&mut self, want: usize) -> usize {
+        let fits = self
+            .chunks
+            .last()
+            .is_some_and(|c| c.capacity() - c.len() >= want);
+        if !fits {
+            let mut chunk = self.spare.pop().unwrap_or_default();
+            chunk.reserve_exact(want.max(HELD_CHUNK));
+            self.chunks.push(chunk);
+        }
+        self.chunks.len() - 1
+    }
+
+    fn put(&mut self, bytes: Option<&[u8]>) -> Option<Span> {
         bytes.map(|b| {
-            let start = self.data.len();
-            self.data.extend_from_slice(b);
-            (start, self.data.len())
+            let chunk = self.chunk_for(b.len());
+            let data = &mut self.chunks[chunk];
+            let start = data.len();
+            data.extend_from_slice(b);
+            span(chunk, start, data.len())
         })
     }
 
@@ -259,31 +296,37 @@ impl HeldOutputs {
         payload: Option<&[u8]>,
         headers: Option<OwnedHeaders>,
     ) {
-        let before = self.data.len();
+        let mut len = 0;
         let key = self.put(key);
         let payload = self.put(payload);
+        for s in [key, payload].into_iter().flatten() {
+            len += s.len();
+        }
         self.items.push(Held {
             dest,
             key,
             payload,
             headers,
         });
-        self.count(self.data.len() - before);
+        self.count(len);
     }
 
-    /// A record, encoded straight into the buffer.
+    /// A record, encoded straight into a chunk (with its key before it).
     fn push_record(&mut self, key: &[u8], record: &ToolCallRecord) {
-        let before = self.data.len();
-        let key = self.put(Some(key));
-        let start = self.data.len();
-        record.encode_into(&mut self.data);
+        let chunk = self.chunk_for(key.len() + HELD_CHUNK_SLACK);
+        let data = &mut self.chunks[chunk];
+        let at = data.len();
+        data.extend_from_slice(key);
+        let start = data.len();
+        record.encode_into(data);
+        let (key, payload) = (span(chunk, at, start), span(chunk, start, data.len()));
         self.items.push(Held {
             dest: Dest::Records,
-            key,
-            payload: Some((start, self.data.len())),
+            key: Some(key),
+            payload: Some(payload),
             headers: None,
         });
-        self.count(self.data.len() - before);
+        self.count(key.len() + payload.len());
     }
 
     fn count(&mut self, len: usize) {
@@ -292,23 +335,40 @@ impl HeldOutputs {
         self.total.fetch_add(size, Ordering::AcqRel);
     }
 
-    /// Takes the buffer and the outputs; give them back with [`HeldOutputs::reuse`].
-    fn take(&mut self) -> (Vec<u8>, Vec<Held>) {
+    /// Takes the chunks and the outputs; give them back with [`HeldOutputs::reuse`].
+    fn take(&mut self) -> (Vec<Vec<u8>>, Vec<Held>) {
         self.total.fetch_sub(self.bytes, Ordering::AcqRel);
         self.bytes = 0;
         (
-            std::mem::take(&mut self.data),
+            std::mem::take(&mut self.chunks),
             std::mem::take(&mut self.items),
         )
     }
 
-    fn reuse(&mut self, mut data: Vec<u8>, mut items: Vec<Held>) {
-        if self.items.is_empty() && data.capacity() <= 4 * KEEP_BUFFER_BYTES {
-            data.clear();
+    fn reuse(&mut self, mut chunks: Vec<Vec<u8>>, mut items: Vec<Held>) {
+        for mut chunk in chunks.drain(..) {
+            if self.spare.len() < KEEP_HELD_CHUNKS && chunk.capacity() <= HELD_CHUNK {
+                chunk.clear();
+                self.spare.push(chunk);
+            }
+        }
+        if self.chunks.is_empty() {
+            self.chunks = chunks;
+        }
+        if self.items.is_empty() {
             items.clear();
-            self.data = data;
             self.items = items;
         }
+    }
+}
+
+fn span(chunk: usize, start: usize, end: usize) -> Span {
+    Span { chunk, start, end }
+}
+
+impl Span {
+    fn len(&self) -> usize {
+        self.end - self.start
     }
 }
 
@@ -567,9 +627,9 @@ impl PartitionTask {
     /// The next transaction has begun: hands what was held back to the producer, in order.
     async fn release(&mut self) {
         self.holding = false;
-        let (data, mut items) = self.held.take();
+        let (chunks, mut items) = self.held.take();
         let env = self.env.clone();
-        let slice = |r: Option<(usize, usize)>| r.map(|(a, b)| &data[a..b]);
+        let slice = |r: Option<Span>| r.map(|s| &chunks[s.chunk][s.start..s.end]);
         for h in items.drain(..) {
             let out = Out {
                 topic: match h.dest {
@@ -583,7 +643,7 @@ impl PartitionTask {
             };
             self.produce(out).await;
         }
-        self.held.reuse(data, items);
+        self.held.reuse(chunks, items);
     }
 
     async fn tick(&mut self) {
@@ -982,5 +1042,89 @@ impl PartitionTask {
         let _ = m.pending_bytes.remove_label_values(&[&p]);
         let _ = m.oldest_pending_age.remove_label_values(&[&p]);
         let _ = m.consumer_lag_seconds.remove_label_values(&[&p]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> ToolCallRecord {
+        let text =
+            include_str!("../../../schemas/examples/valid/record-collapsed-retry-revision-2.json");
+        serde_json::from_str(text).expect("the example record decodes")
+    }
+
+    /// What `release` hands the producer: every held output, in order, as bytes.
+    fn drain(held: &mut HeldOutputs) -> Vec<(bool, Option<Vec<u8>>, Option<Vec<u8>>)> {
+        let (chunks, items) = held.take();
+        let slice = |r: Option<Span>| r.map(|s| chunks[s.chunk][s.start..s.end].to_vec());
+        let out = items
+            .iter()
+            .map(|h| {
+                (
+                    matches!(h.dest, Dest::Records),
+                    slice(h.key),
+                    slice(h.payload),
+                )
+            })
+            .collect();
+        held.reuse(chunks, items);
+        out
+    }
+
+    #[test]
+    fn held_outputs_come_back_in_order_byte_for_byte_across_chunks() {
+        let total = Arc::new(AtomicUsize::new(0));
+        let mut held = HeldOutputs::new(total.clone());
+        let rec = record();
+        let mut encoded = Vec::new();
+        rec.encode_into(&mut encoded);
+        let mut want = Vec::new();
+        // Enough records to fill several chunks, dead letters in between, one larger than a
+        // chunk, and outputs without key or payload.
+        for i in 0..3 {
+            for n in 0..700 {
+                let key = format!("key-{i}-{n}");
+                held.push_record(key.as_bytes(), &rec);
+                want.push((true, Some(key.into_bytes()), Some(encoded.clone())));
+                if n % 97 == 0 {
+                    let big = vec![b'x'; if n == 194 { HELD_CHUNK * 2 + 5 } else { n }];
+                    held.push(Dest::Dlq, None, Some(&big), None);
+                    want.push((false, None, Some(big)));
+                    held.push(Dest::Dlq, Some(b"k"), None, None);
+                    want.push((false, Some(b"k".to_vec()), None));
+                }
+            }
+            assert!(held.chunks.len() > 2, "the outputs span chunks");
+            assert!(
+                total.load(Ordering::Acquire)
+                    >= want
+                        .iter()
+                        .map(|w| w.2.as_ref().map_or(0, Vec::len))
+                        .sum::<usize>()
+            );
+            let got = drain(&mut held);
+            assert_eq!(got.len(), want.len());
+            assert!(got == want, "round {i}: held outputs changed");
+            assert_eq!(
+                total.load(Ordering::Acquire),
+                0,
+                "released outputs are uncounted"
+            );
+            assert!(held.spare.len() <= KEEP_HELD_CHUNKS);
+            assert!(held
+                .spare
+                .iter()
+                .all(|c| c.is_empty() && c.capacity() <= HELD_CHUNK));
+            want.clear();
+        }
+        held.push(Dest::Dlq, Some(b"k"), Some(b"v"), None);
+        drop(held);
+        assert_eq!(
+            total.load(Ordering::Acquire),
+            0,
+            "dropped outputs are uncounted"
+        );
     }
 }
