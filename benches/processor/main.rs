@@ -21,6 +21,11 @@ mod restore;
 
 use std::collections::HashMap;
 
+/// The allocator of the `toolcalls` binary (crates/cli/src/main.rs), so the processor runs here as
+/// it runs there.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 struct Args {
     command: String,
     flags: HashMap<String, String>,

@@ -10,6 +10,12 @@ mod topics;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+/// mimalloc rather than the system allocator: the processor allocates and frees small objects
+/// on several threads at once, where glibc's arenas cost about a fifth of its CPU
+/// (benches/processor/README.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(name = "toolcalls", version, about, long_about = None)]
 struct Cli {
