@@ -1055,8 +1055,11 @@ mod tests {
         serde_json::from_str(text).expect("the example record decodes")
     }
 
-    /// What `release` hands the producer: every held output, in order, as bytes.
-    fn drain(held: &mut HeldOutputs) -> Vec<(bool, Option<Vec<u8>>, Option<Vec<u8>>)> {
+    /// An output as the producer gets it: to the records topic?, key, payload.
+    type Output = (bool, Option<Vec<u8>>, Option<Vec<u8>>);
+
+    /// What `release` hands the producer: every held output, in order.
+    fn drain(held: &mut HeldOutputs) -> Vec<Output> {
         let (chunks, items) = held.take();
         let slice = |r: Option<Span>| r.map(|s| chunks[s.chunk][s.start..s.end].to_vec());
         let out = items
