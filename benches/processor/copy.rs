@@ -47,6 +47,7 @@ fn consumer(plan: &CopyPlan) -> BaseConsumer {
         .set("partition.assignment.strategy", "cooperative-sticky")
         .set("isolation.level", "read_committed")
         .set("statistics.interval.ms", "5000")
+        .set("fetch.queue.backoff.ms", "20")
         .set_log_level(RDKafkaLogLevel::Warning);
     for (k, v) in overrides() {
         c.set(k, v);
@@ -61,6 +62,7 @@ fn producer(plan: &CopyPlan) -> ThreadedProducer<DefaultProducerContext> {
         .set("client.id", "bench-copy-producer")
         .set("linger.ms", "5")
         .set("enable.idempotence", "true")
+        .set("compression.type", "lz4")
         .set("transaction.timeout.ms", "60000")
         .set("message.max.bytes", (16 * 1024 * 1024).to_string())
         .set_log_level(RDKafkaLogLevel::Warning);

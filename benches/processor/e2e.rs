@@ -29,6 +29,8 @@ pub struct Plan {
     pub broker_pid: Option<u32>,
     /// Runs to do (`copy-eos`, `processor-eos`, `copy-alo`, `processor-alo`); empty = all.
     pub only: Vec<String>,
+    /// Print a timeline of each processor run in steps of this length (`--timeline MS`).
+    pub timeline: Option<Duration>,
 }
 
 /// One measured run.
@@ -198,8 +200,14 @@ pub fn processor_run(
         || metric(&registry, "toolcalls_input_events_total") > 0.0,
     );
     let mark = cpu::mark(plan.broker_pid);
+    let timeline = plan
+        .timeline
+        .map(|step| Timeline::start(step, registry.clone(), plan.broker_pid));
     let done = watch.wait_done(Duration::from_millis(10), limit);
     let usage = cpu::since(&mark, plan.broker_pid);
+    if let Some(t) = timeline {
+        t.finish();
+    }
     let read = metric(&registry, "toolcalls_input_events_total");
     let records = metric(&registry, "toolcalls_output_records_total");
     let phases: Vec<String> = [
@@ -334,4 +342,63 @@ pub fn run(rt: &tokio::runtime::Runtime, plan: &Plan) -> Vec<Run> {
         mean("processor exactly-once") / mean("copy at-least-once")
     );
     runs
+}
+
+/// A sampler of a processor run: every step, what the run read, wrote and committed, and where
+/// the CPU went. It shows when the cores wait, and on what.
+struct Timeline {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Timeline {
+    fn start(step: Duration, registry: Registry, broker_pid: Option<u32>) -> Timeline {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            println!("e2e: timeline   ms   events  (completions)  records  commits  paused  me_cpu  broker_cpu  idle (CPU in cores)");
+            let t0 = Instant::now();
+            let sample = || {
+                let committed =
+                    metric_where(&registry, "toolcalls_output_transactions_total", |l| {
+                        l.iter().any(|(k, v)| k == "result" && v == "committed")
+                    });
+                let completions = metric_where(&registry, "toolcalls_input_events_total", |l| {
+                    l.iter().any(|(k, v)| k == "kind" && v == "completion")
+                });
+                (
+                    metric(&registry, "toolcalls_input_events_total"),
+                    metric(&registry, "toolcalls_output_records_total"),
+                    committed,
+                    completions,
+                )
+            };
+            let mut last = (sample(), cpu::mark(broker_pid));
+            while !flag.load(std::sync::atomic::Ordering::Acquire) {
+                std::thread::sleep(step);
+                let now = (sample(), cpu::mark(broker_pid));
+                let usage = cpu::since(&last.1, broker_pid);
+                let secs = usage.wall.as_secs_f64();
+                println!(
+                    "e2e: timeline {:5} {:8.0} ({:8.0}) {:8.0} {:8.0} {:7.0} {:7.2} {:11.2} {:5.2}",
+                    t0.elapsed().as_millis(),
+                    now.0 .0 - last.0 .0,
+                    now.0 .3 - last.0 .3,
+                    now.0 .1 - last.0 .1,
+                    now.0 .2 - last.0 .2,
+                    metric(&registry, "toolcalls_consumer_partitions_paused"),
+                    usage.me / secs,
+                    usage.broker / secs,
+                    usage.idle / secs,
+                );
+                last = now;
+            }
+        });
+        Timeline { stop, thread }
+    }
+
+    fn finish(self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        let _ = self.thread.join();
+    }
 }

@@ -21,12 +21,25 @@ use toolcalls_model::Event;
 pub const WAIT: Duration = Duration::from_secs(180);
 
 /// librdkafka settings given to the processor (`--kafka`) and to the copy alike: a short session
-/// timeout so that joining the group (about half of it on Tansu) does not dominate.
+/// timeout so that joining the group (about half of it on Tansu) does not dominate, then those of
+/// `BENCH_KAFKA` (`key=value;key=value`), for experiments.
 pub fn overrides() -> Vec<(String, String)> {
-    vec![
+    let mut v: Vec<(String, String)> = vec![
         ("session.timeout.ms".into(), "6000".into()),
         ("heartbeat.interval.ms".into(), "300".into()),
-    ]
+    ];
+    if let Ok(extra) = std::env::var("BENCH_KAFKA") {
+        for kv in extra.split(';').filter(|kv| !kv.is_empty()) {
+            match kv.split_once('=') {
+                Some((k, val)) => v.push((k.trim().into(), val.trim().into())),
+                None => {
+                    eprintln!("BENCH_KAFKA: `{kv}` is not key=value");
+                    std::process::exit(2);
+                }
+            }
+        }
+    }
+    v
 }
 
 pub fn unique(prefix: &str) -> String {

@@ -7,7 +7,7 @@
 //! cargo bench -p toolcalls-benches --bench processor -- memory [--calls 500000] [--variant bare|args|idless]
 //! cargo bench -p toolcalls-benches --bench processor -- restore [--calls 300000] [--rounds 3]
 //! cargo bench -p toolcalls-benches --bench processor -- e2e --brokers 127.0.0.1:PORT [--calls 200000] [--partitions 4] [--rounds 3] [--graces long|default] [--broker-pid PID]
-//!     [--only copy-eos,processor-eos,copy-alo,processor-alo]
+//!     [--only copy-eos,processor-eos,copy-alo,processor-alo] [--timeline MS]
 //! cargo bench -p toolcalls-benches --bench processor -- broker-restore --brokers 127.0.0.1:PORT [--calls 200000] [--partitions 4] [--samples 2] [--broker-pid PID]
 //! ```
 
@@ -91,6 +91,13 @@ fn runtime() -> tokio::runtime::Runtime {
 
 fn main() {
     let args = Args::parse();
+    // The processor runs in this process: RUST_LOG shows its logs (and librdkafka's) on stderr.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("machine: {cores} cores available");
     match args.command.as_str() {
@@ -119,6 +126,10 @@ fn main() {
                     .get("only")
                     .map(|o| o.split(',').map(str::to_owned).collect())
                     .unwrap_or_default(),
+                timeline: args
+                    .flags
+                    .contains_key("timeline")
+                    .then(|| std::time::Duration::from_millis(args.get("timeline", 100))),
             };
             let rt = runtime();
             e2e::run(&rt, &plan);
