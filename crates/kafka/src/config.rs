@@ -117,7 +117,7 @@ impl Default for Settings {
             input_idle_ms: 5000,
             max_message_bytes: 1024 * 1024,
             max_future_skew_ms: 24 * 3600 * 1000,
-            max_inflight_messages: 20_000,
+            max_inflight_messages: 100_000,
             max_inflight_bytes: 256 * 1024 * 1024,
             restore_timeout_ms: 120_000,
             kafka_timeout_ms: 30_000,
@@ -276,7 +276,8 @@ pub struct RunArgs {
     /// [default: 86400000]
     #[arg(long, env = "TOOLCALLS_MAX_FUTURE_SKEW_MS")]
     pub max_future_skew_ms: Option<u64>,
-    /// A partition is paused while this many of its messages wait [default: 20000]
+    /// A partition is paused while this many of its messages wait; a pause drops what librdkafka
+    /// prefetched for it, so keep this well above one fetch [default: 100000]
     #[arg(long, env = "TOOLCALLS_MAX_INFLIGHT_MESSAGES")]
     pub max_inflight_messages: Option<usize>,
     /// All partitions are paused while this many input bytes wait [default: 268435456]
