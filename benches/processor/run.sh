@@ -7,6 +7,7 @@
 #   CALLS=100000 ROUNDS=1 benches/processor/run.sh e2e    # a smaller input
 #   GRACES=default benches/processor/run.sh e2e           # the default correlation graces
 #   ONLY=processor-eos,copy-eos benches/processor/run.sh e2e   # some of the four e2e runs
+#   TIMELINE=100 ONLY=processor-eos benches/processor/run.sh e2e  # what a processor run waits on
 #
 # Installs Tansu (scripts/install-test-deps.sh, into .tools/), starts one broker on a free
 # 127.0.0.1 port with the memory storage engine, and stops it on exit, however the script exits.
@@ -100,7 +101,7 @@ for part in "${parts[@]}"; do
       # A fresh broker: nothing from the other parts in its memory.
       start_broker
       bench e2e --brokers "$brokers" --calls "$CALLS" --partitions "$PARTITIONS" --rounds "$ROUNDS" --graces "$GRACES" --broker-pid "$tansu_pid" \
-        ${ONLY:+--only "$ONLY"}
+        ${ONLY:+--only "$ONLY"} ${TIMELINE:+--timeline "$TIMELINE"}
       stop_broker
       ;;
     broker-restore)
