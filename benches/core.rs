@@ -10,6 +10,10 @@ use std::hint::black_box;
 use toolcalls_core::{Config, Correlator, Effects, Position};
 use toolcalls_model::Event;
 
+/// The allocator of the `toolcalls` binary (crates/cli/src/main.rs).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn bench_core(c: &mut Criterion) {
     let events = toolcalls_benches::mix(20_000, 42);
     let bytes: usize = events.iter().map(Vec::len).sum();
