@@ -22,7 +22,7 @@ use crate::state::{
 use crate::{ChangelogOp, Config, Effects, Outcome, Position};
 use hashbrown::HashTable;
 use serde_json::{Map, Value};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::hash::BuildHasher;
 use toolcalls_model::checksum::digest_of_json;
 use toolcalls_model::{
@@ -43,11 +43,39 @@ const META_SEQ: u64 = u64::MAX;
 /// remembered closed calls. The indexes hold sequence numbers and read keys from here.
 #[derive(Debug, Default)]
 struct Entries {
-    live: BTreeMap<u64, Box<Live>>,
+    /// A hash map: the indexes read an entry's key through it on every probe and every rehash.
+    live: HashMap<u64, Box<Live>>,
+    /// Pending entries oldest first, for the state cap: taken from `live` when the cap first
+    /// evicts, and used up before it is taken again. Entries filed meanwhile are newer than all of
+    /// it (sequence numbers only grow), so its first entry still pending is the oldest one.
+    evict_order: VecDeque<u64>,
     closed: BTreeMap<u64, Closed>,
 }
 
 impl Entries {
+    /// The oldest pending entry (the smallest sequence number).
+    fn oldest_live(&mut self) -> Option<u64> {
+        loop {
+            while let Some(&seq) = self.evict_order.front() {
+                if self.live.contains_key(&seq) {
+                    return Some(seq);
+                }
+                self.evict_order.pop_front();
+            }
+            if self.live.is_empty() {
+                return None;
+            }
+            self.evict_order = self.live_seqs().into();
+        }
+    }
+
+    /// The sequence numbers of the pending entries, oldest first.
+    fn live_seqs(&self) -> Vec<u64> {
+        let mut seqs: Vec<u64> = self.live.keys().copied().collect();
+        seqs.sort_unstable();
+        seqs
+    }
+
     fn live(&self, seq: u64) -> Option<&Live> {
         self.live.get(&seq).map(|b| &**b)
     }
@@ -550,8 +578,7 @@ impl Correlator {
     /// Closes every pending entry now: calls as `phase` (with `reason`), waiting results as
     /// `Orphaned`. Used at the end of a finite input.
     pub fn close_all(&mut self, phase: Phase, reason: &str, out: &mut Effects) {
-        let seqs: Vec<u64> = self.entries.live.keys().copied().collect();
-        for seq in seqs {
+        for seq in self.entries.live_seqs() {
             match self.entries.live(seq) {
                 Some(Live::Call(_)) => self.close_call(
                     seq,
@@ -744,7 +771,8 @@ impl Correlator {
 
     /// Pending calls and waiting results of a session (any source or thread), oldest first.
     pub fn pending_in_session(&self, session: &SessionId) -> Vec<ToolCallRecord> {
-        self.entries
+        let mut seqs: Vec<u64> = self
+            .entries
             .live
             .iter()
             .filter(|(_, l)| {
@@ -754,13 +782,20 @@ impl Correlator {
                 };
                 &self.scopes.get(ix).key.session == session
             })
-            .map(|(&seq, l)| self.view(seq, l))
+            .map(|(&seq, _)| seq)
+            .collect();
+        seqs.sort_unstable();
+        seqs.into_iter()
+            .filter_map(|seq| self.entries.live(seq).map(|l| self.view(seq, l)))
             .collect()
     }
 
     /// Every pending call and waiting result, oldest first.
     pub fn pending_views(&self) -> impl Iterator<Item = ToolCallRecord> + '_ {
-        self.entries.live.iter().map(|(&seq, l)| self.view(seq, l))
+        self.entries
+            .live_seqs()
+            .into_iter()
+            .filter_map(|seq| self.entries.live(seq).map(|l| self.view(seq, l)))
     }
 
     /// A pending entry as the query API shows it.
@@ -1728,11 +1763,14 @@ impl Correlator {
 
     fn enforce_caps(&mut self, out: &mut Effects) {
         while self.entries.live.len() > self.config.max_pending {
-            let Some((&seq, live)) = self.entries.live.first_key_value() else {
+            let Some(seq) = self.entries.oldest_live() else {
+                break;
+            };
+            let Some(live) = self.entries.live(seq) else {
                 break;
             };
             let reason = "evicted: the partition's pending-state cap was reached";
-            match &**live {
+            match live {
                 Live::Call(_) => {
                     let link = Link {
                         seq,
@@ -2156,10 +2194,13 @@ const fn chunk(n: usize) -> usize {
     }
 }
 
-/// One entry of a B-tree with 16-byte entries (`live`: seq → box; `timers`: (time, seq)). Entries
-/// come in ascending order, so a full leaf splits into one of 6 entries, one entry moved up and
-/// the rest: a 208-byte leaf per 7 entries, and a 304-byte inner node per ~7 leaves.
+/// One entry of a B-tree with 16-byte entries (`timers`: (time, seq)). Entries come in ascending
+/// order, so a full leaf splits into one of 6 entries, one entry moved up and the rest: a 208-byte
+/// leaf per 7 entries, and a 304-byte inner node per ~7 leaves.
 const BTREE_ENTRY: usize = 37;
+/// One entry of a hash map with 16-byte buckets (`live`: seq → box): a bucket and a control byte
+/// at the load a table that doubles when 7/8 full has on average (0.65).
+const MAP_SLOT: usize = 26;
 /// One entry of a B-tree set of 8-byte keys (a scope's loose groups).
 const BTREE_SET_ENTRY: usize = 24;
 /// One `u64` slot of a hash table (8 bytes and a control byte) at the load a table that doubles
@@ -2207,7 +2248,8 @@ fn more_bytes(m: &More) -> usize {
 /// `live`, `timers`, `by_record`, its tool slot, and the scope's id and checksum tables.
 fn call_bytes(call: &Call) -> usize {
     chunk(std::mem::size_of::<Live>())
-        + 2 * BTREE_ENTRY
+        + BTREE_ENTRY
+        + MAP_SLOT
         + TABLE_SLOT
         + VEC_SLOT
         + str_bytes(&call.key)
@@ -2225,7 +2267,8 @@ fn call_bytes(call: &Call) -> usize {
 fn loose_bytes(loose: &Loose) -> usize {
     chunk(std::mem::size_of::<Live>())
         + chunk(std::mem::size_of::<Loose>())
-        + 2 * BTREE_ENTRY
+        + BTREE_ENTRY
+        + MAP_SLOT
         + TABLE_SLOT
         + BTREE_SET_ENTRY
         + str_bytes(&loose.key)
