@@ -19,7 +19,7 @@
 
 use crate::client::{log_to_tracing, record_lag};
 use crate::metrics::Metrics;
-use crate::partition::InBatch;
+use crate::partition::{BatchPool, InBatch};
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, RebalanceProtocol};
@@ -263,6 +263,8 @@ pub(crate) struct LoopConfig {
     pub max_inflight_bytes: usize,
     pub seek_timeout: Duration,
     pub close_timeout: Duration,
+    /// Spent batches handed back by the partition tasks.
+    pub batches: Arc<BatchPool>,
 }
 
 /// Runs the consumer until [`ConsumerCmd::Shutdown`] (or the command channel closes), then leaves
@@ -313,7 +315,7 @@ pub(crate) fn run_consumer_loop(
                     let partition = m.partition();
                     buffers
                         .entry(partition)
-                        .or_insert_with(|| InBatch::new(partition))
+                        .or_insert_with(|| cfg.batches.take(partition))
                         .push(
                             topic,
                             m.offset(),

@@ -22,7 +22,7 @@ use crate::error::{Disposition, Error};
 use crate::failpoint::Failpoints;
 use crate::http::{router, HttpState};
 use crate::metrics::Metrics;
-use crate::partition::{Checkpointed, InBatch, PartitionMsg, PartitionTask, TaskEnv};
+use crate::partition::{BatchPool, Checkpointed, InBatch, PartitionMsg, PartitionTask, TaskEnv};
 use crate::restore::{restore_partition, Restored};
 use crate::topics::{check_topics, MAX_OUTPUT_MESSAGE_BYTES};
 use dashmap::DashMap;
@@ -185,7 +185,9 @@ pub async fn start(settings: Settings, registry: Registry) -> Result<Running, Er
         .subscribe(&[settings.topics.announce.as_str()])
         .map_err(|e| Error::kafka("subscribing", e))?;
     let (cmd_tx, cmd_rx) = std_mpsc::channel();
+    let batches = Arc::new(BatchPool::default());
     let loop_cfg = LoopConfig {
+        batches: batches.clone(),
         max_inflight_messages: settings.max_inflight_messages,
         max_inflight_bytes: settings.max_inflight_bytes,
         seek_timeout: Duration::from_millis(settings.kafka_timeout_ms),
@@ -213,6 +215,7 @@ pub async fn start(settings: Settings, registry: Registry) -> Result<Running, Er
         poisoned: std::sync::Mutex::new(HashMap::new()),
         metrics: metrics.clone(),
         failpoints: failpoints.clone(),
+        batches,
     });
     let (restored_tx, restored_rx) = mpsc::unbounded_channel();
     let coordinator = Coordinator {
