@@ -48,6 +48,7 @@ fn consumer(plan: &CopyPlan) -> BaseConsumer {
         .set("isolation.level", "read_committed")
         .set("statistics.interval.ms", "5000")
         .set("fetch.queue.backoff.ms", "20")
+        .set("fetch.wait.max.ms", "100")
         .set_log_level(RDKafkaLogLevel::Warning);
     for (k, v) in overrides() {
         c.set(k, v);

@@ -46,6 +46,10 @@ pub(crate) fn consumer_config(settings: &Settings) -> ClientConfig {
     // queue (a broker that answers a fetch with a whole partition) clears within milliseconds;
     // librdkafka's default would then leave the partitions unfetched for a second.
     c.set("fetch.queue.backoff.ms", "20");
+    // librdkafka has one fetch in flight per broker. A fetch of partitions that are all at their
+    // end waits this long on the broker, and partitions that become fetchable meanwhile (resumed,
+    // just restored, their queue drained) wait with it: 500 ms by default.
+    c.set("fetch.wait.max.ms", "100");
     c.set_log_level(RDKafkaLogLevel::Warning);
     for (k, v) in &settings.kafka {
         c.set(k, v);
