@@ -31,6 +31,8 @@ pub struct Plan {
     pub only: Vec<String>,
     /// Print a timeline of each processor run in steps of this length (`--timeline MS`).
     pub timeline: Option<Duration>,
+    /// The processor's `align_wait_ms`, when not its default (`--align-wait-ms`; 0 = arrival order).
+    pub align_wait_ms: Option<u64>,
 }
 
 /// One measured run.
@@ -177,6 +179,9 @@ pub fn processor_run(
     });
     let mut settings = kafka::settings(&plan.brokers, &group, &input.topics);
     settings.guarantee = guarantee;
+    if let Some(ms) = plan.align_wait_ms {
+        settings.align_wait_ms = ms;
+    }
     if plan.long_graces {
         // Replaying a backlog, one input topic can run ahead of the other by more than the
         // default graces in event time; see README.md ("Event-time timeouts on a backlog").

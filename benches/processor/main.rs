@@ -7,7 +7,7 @@
 //! cargo bench -p toolcalls-benches --bench processor -- memory [--calls 500000] [--variant bare|args|idless]
 //! cargo bench -p toolcalls-benches --bench processor -- restore [--calls 300000] [--rounds 3]
 //! cargo bench -p toolcalls-benches --bench processor -- e2e --brokers 127.0.0.1:PORT [--calls 200000] [--partitions 4] [--rounds 3] [--graces long|default] [--broker-pid PID]
-//!     [--only copy-eos,processor-eos,copy-alo,processor-alo] [--timeline MS]
+//!     [--only copy-eos,processor-eos,copy-alo,processor-alo] [--timeline MS] [--align-wait-ms MS]
 //! cargo bench -p toolcalls-benches --bench processor -- broker-restore --brokers 127.0.0.1:PORT [--calls 200000] [--partitions 4] [--samples 2] [--broker-pid PID]
 //! ```
 
@@ -130,6 +130,10 @@ fn main() {
                     .flags
                     .contains_key("timeline")
                     .then(|| std::time::Duration::from_millis(args.get("timeline", 100))),
+                align_wait_ms: args
+                    .flags
+                    .contains_key("align-wait-ms")
+                    .then(|| args.get("align-wait-ms", 0)),
             };
             let rt = runtime();
             e2e::run(&rt, &plan);

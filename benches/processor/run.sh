@@ -8,6 +8,7 @@
 #   GRACES=default benches/processor/run.sh e2e           # the default correlation graces
 #   ONLY=processor-eos,copy-eos benches/processor/run.sh e2e   # some of the four e2e runs
 #   TIMELINE=100 ONLY=processor-eos benches/processor/run.sh e2e  # what a processor run waits on
+#   ALIGN_WAIT_MS=0 ONLY=processor-eos benches/processor/run.sh e2e  # input in arrival order
 #
 # Installs Tansu (scripts/install-test-deps.sh, into .tools/), starts one broker on a free
 # 127.0.0.1 port with the memory storage engine, and stops it on exit, however the script exits.
@@ -101,7 +102,7 @@ for part in "${parts[@]}"; do
       # A fresh broker: nothing from the other parts in its memory.
       start_broker
       bench e2e --brokers "$brokers" --calls "$CALLS" --partitions "$PARTITIONS" --rounds "$ROUNDS" --graces "$GRACES" --broker-pid "$tansu_pid" \
-        ${ONLY:+--only "$ONLY"} ${TIMELINE:+--timeline "$TIMELINE"}
+        ${ONLY:+--only "$ONLY"} ${TIMELINE:+--timeline "$TIMELINE"} ${ALIGN_WAIT_MS:+--align-wait-ms "$ALIGN_WAIT_MS"}
       stop_broker
       ;;
     broker-restore)

@@ -41,7 +41,9 @@ pub(crate) fn consumer_config(settings: &Settings) -> ClientConfig {
     c.set("auto.offset.reset", "earliest");
     c.set("partition.assignment.strategy", "cooperative-sticky");
     c.set("isolation.level", "read_committed");
-    c.set("statistics.interval.ms", "5000");
+    // Statistics feed the lag metrics and tell the partition tasks whether an input topic has
+    // more to deliver (see `align.rs`).
+    c.set("statistics.interval.ms", "250");
     // The consumer thread empties librdkafka's queue into the partition tasks at once, so a full
     // queue (a broker that answers a fetch with a whole partition) clears within milliseconds;
     // librdkafka's default would then leave the partitions unfetched for a second.
@@ -237,13 +239,13 @@ pub(crate) fn record_lag(metrics: &Metrics, inputs: &[String; 2], stats: &Statis
             continue;
         };
         for (p, part) in &topic.partitions {
-            if *p < 0 || part.consumer_lag < 0 {
+            let Some(lag) = crate::consumer::undelivered(part).filter(|_| *p >= 0) else {
                 continue;
-            }
+            };
             metrics
                 .consumer_lag_records
                 .with_label_values(&[name.as_str(), &p.to_string()])
-                .set(part.consumer_lag);
+                .set(lag);
         }
     }
 }

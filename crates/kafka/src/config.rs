@@ -77,6 +77,10 @@ pub struct Settings {
     /// holds the partition's stream time back (stream time is otherwise the watermark of both
     /// input topics).
     pub input_idle_ms: u64,
+    /// How long (ms, wall clock) a partition's message waits for the other input topic, which
+    /// may still deliver older messages, before it is applied out of timestamp order; 0 applies
+    /// input in arrival order.
+    pub align_wait_ms: u64,
     /// Input messages larger than this go to the dead-letter topic (`too_large`).
     pub max_message_bytes: usize,
     /// Events whose time is this far ahead of the wall clock go to the dead-letter topic
@@ -115,6 +119,7 @@ impl Default for Settings {
             commit_interval_ms: 100,
             punctuation_interval_ms: 1000,
             input_idle_ms: 5000,
+            align_wait_ms: 500,
             max_message_bytes: 1024 * 1024,
             max_future_skew_ms: 24 * 3600 * 1000,
             max_inflight_messages: 100_000,
@@ -269,6 +274,11 @@ pub struct RunArgs {
     /// delivers no longer holds stream time back [default: 5000]
     #[arg(long, env = "TOOLCALLS_INPUT_IDLE_MS")]
     pub input_idle_ms: Option<u64>,
+    /// The two input topics of a partition are applied merged by message timestamp; a message
+    /// waits at most this long (ms) for a topic that delivered within that time and may still
+    /// deliver older messages. 0 applies input in arrival order [default: 500]
+    #[arg(long, env = "TOOLCALLS_ALIGN_WAIT_MS")]
+    pub align_wait_ms: Option<u64>,
     /// Larger input messages go to the dead-letter topic (`too_large`) [default: 1048576]
     #[arg(long, env = "TOOLCALLS_MAX_MESSAGE_BYTES")]
     pub max_message_bytes: Option<usize>,
@@ -322,6 +332,7 @@ struct FileSettings {
     commit_interval_ms: Option<u64>,
     punctuation_interval_ms: Option<u64>,
     input_idle_ms: Option<u64>,
+    align_wait_ms: Option<u64>,
     max_message_bytes: Option<usize>,
     max_future_skew_ms: Option<u64>,
     max_inflight_messages: Option<usize>,
@@ -369,6 +380,7 @@ impl RunArgs {
             commit_interval_ms,
             punctuation_interval_ms,
             input_idle_ms,
+            align_wait_ms,
             max_message_bytes,
             max_future_skew_ms,
             max_inflight_messages,

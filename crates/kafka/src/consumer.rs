@@ -29,7 +29,7 @@ use rdkafka::statistics::Statistics;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::types::RDKafkaRespErr;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
@@ -39,6 +39,11 @@ use tokio::sync::mpsc::UnboundedSender;
 pub(crate) struct Inflight {
     pub messages: AtomicUsize,
     pub bytes: AtomicUsize,
+    /// The partition is paused for back-pressure: nothing more arrives until the task drains.
+    pub paused: AtomicBool,
+    /// Per input topic: the consumer's last statistics showed every stable message of the
+    /// partition delivered (false while unknown).
+    pub caught_up: [AtomicBool; 2],
 }
 
 /// Where the consumer thread delivers a partition's messages.
@@ -207,6 +212,16 @@ impl ClientContext for ConsumerCtx {
 
     fn stats(&self, statistics: Statistics) {
         record_lag(&self.metrics, &self.topics, &statistics);
+        let routes = self.routes();
+        for (p, sink) in &routes.active {
+            for (t, topic) in self.topics.iter().enumerate() {
+                let part = statistics
+                    .topics
+                    .get(topic)
+                    .and_then(|s| s.partitions.get(p));
+                sink.inflight.caught_up[t].store(part.is_some_and(caught_up), Ordering::Release);
+            }
+        }
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
@@ -253,6 +268,33 @@ impl ConsumerContext for ConsumerCtx {
             }
         }
     }
+}
+
+/// Stable messages of a partition not yet delivered to us, from librdkafka's statistics; `None`
+/// while unknown (before the first fetch).
+///
+/// The end is the last stable offset (the high watermark without read_committed); the position is
+/// the offset after the last message delivered, or the fetch position while nothing was delivered
+/// since the assignment. librdkafka's own `consumer_lag` counts from the committed offset, which
+/// it does not know when offsets commit in a transaction.
+pub(crate) fn undelivered(part: &rdkafka::statistics::Partition) -> Option<i64> {
+    let end = if part.ls_offset >= 0 {
+        part.ls_offset
+    } else {
+        part.hi_offset
+    };
+    let at = if part.app_offset >= 0 {
+        part.app_offset
+    } else {
+        part.next_offset
+    };
+    (end >= 0 && at >= 0).then(|| (end - at).max(0))
+}
+
+/// Whether a partition's statistics show every stable message delivered. A transaction's commit
+/// marker takes an offset that is never delivered, so one short of the end counts as caught up.
+fn caught_up(part: &rdkafka::statistics::Partition) -> bool {
+    undelivered(part).is_some_and(|n| n <= 1)
 }
 
 pub(crate) type GroupConsumer = BaseConsumer<ConsumerCtx>;
@@ -443,6 +485,11 @@ fn apply_backpressure(consumer: &GroupConsumer, ctx: &ConsumerCtx, cfg: &LoopCon
             tracing::warn!(error = %e, "pausing for back-pressure failed");
         } else {
             tracing::debug!(partitions = ?pause, total_bytes, "back-pressure, partitions paused");
+            for p in &pause {
+                if let Some(sink) = routes.active.get(p) {
+                    sink.inflight.paused.store(true, Ordering::Release);
+                }
+            }
             routes.throttled.extend(pause);
         }
     }
@@ -452,6 +499,9 @@ fn apply_backpressure(consumer: &GroupConsumer, ctx: &ConsumerCtx, cfg: &LoopCon
         } else {
             tracing::debug!(partitions = ?resume, "back-pressure relieved, partitions resumed");
             for p in resume {
+                if let Some(sink) = routes.active.get(&p) {
+                    sink.inflight.paused.store(false, Ordering::Release);
+                }
                 routes.throttled.remove(&p);
             }
         }
@@ -459,4 +509,37 @@ fn apply_backpressure(consumer: &GroupConsumer, ctx: &ConsumerCtx, cfg: &LoopCon
     ctx.metrics
         .partitions_paused
         .set(routes.throttled.len() as i64);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(ls: i64, hi: i64, app: i64, next: i64) -> rdkafka::statistics::Partition {
+        rdkafka::statistics::Partition {
+            ls_offset: ls,
+            hi_offset: hi,
+            app_offset: app,
+            next_offset: next,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_topic_is_caught_up_when_everything_stable_was_delivered() {
+        const UNKNOWN: i64 = -1001;
+        // Delivered up to the last stable offset, or one short of it (a commit marker).
+        assert!(caught_up(&part(100, 120, 100, 120)));
+        assert!(caught_up(&part(100, 120, 99, 120)));
+        // More stable messages to deliver: behind.
+        assert!(!caught_up(&part(100, 120, 50, 120)));
+        // Nothing delivered since the assignment: the fetch position decides.
+        assert!(caught_up(&part(100, 100, UNKNOWN, 100)));
+        assert!(!caught_up(&part(100, 100, UNKNOWN, 0)));
+        // Without a last stable offset the high watermark is the end.
+        assert!(caught_up(&part(UNKNOWN, 40, 40, 40)));
+        assert!(!caught_up(&part(UNKNOWN, 40, 10, 40)));
+        // Not known yet (before the first fetch): behind.
+        assert!(!caught_up(&part(UNKNOWN, UNKNOWN, UNKNOWN, 0)));
+    }
 }

@@ -29,6 +29,7 @@
 //! Blocking librdkafka calls run on the consumer thread or on `spawn_blocking`, never on the async
 //! workers.
 
+mod align;
 mod client;
 pub mod config;
 mod consumer;

@@ -34,7 +34,7 @@ pub struct Metrics {
     pub call_duration: Histogram,
     /// Wall clock at publication minus the event time of the record's last event.
     pub end_to_end_latency: Histogram,
-    /// librdkafka's consumer lag in records, per input topic and partition.
+    /// Input messages not yet delivered to the processor, per input topic and partition.
     pub consumer_lag_records: IntGaugeVec,
     /// Wall clock minus the Kafka timestamp of the last message processed, per partition.
     pub consumer_lag_seconds: prometheus::GaugeVec,
@@ -114,7 +114,7 @@ impl Metrics {
             batch_duration: histogram(r, "toolcalls_processing_batch_duration_seconds", "Time to decode, correlate and publish one chunk (at most 128) of input messages.", latency.clone()),
             call_duration: histogram(r, "toolcalls_call_duration_seconds", "Announce to completion, in event time, of published records.", prometheus::exponential_buckets(0.01, 4.0, 12).expect("valid buckets")),
             end_to_end_latency: histogram(r, "toolcalls_output_end_to_end_latency_seconds", "Wall clock at publication minus the event time of the record's last event.", prometheus::exponential_buckets(0.01, 4.0, 12).expect("valid buckets")),
-            consumer_lag_records: gauge_vec(r, "toolcalls_consumer_lag_records", "Consumer lag in messages (librdkafka statistics), per input topic and partition.", &["topic", "partition"]),
+            consumer_lag_records: gauge_vec(r, "toolcalls_consumer_lag_records", "Input messages not yet delivered to the processor (last stable offset minus position, from librdkafka statistics), per input topic and partition.", &["topic", "partition"]),
             consumer_lag_seconds: fgauge_vec(r, "toolcalls_consumer_lag_seconds", "Wall clock minus the Kafka timestamp of the last processed message, per partition.", &["partition"]),
             transactions: counter_vec(r, "toolcalls_output_transactions_total", "Batches committed or aborted (at-least-once checkpoints included).", &["result"]),
             commit_duration: histogram(r, "toolcalls_output_commit_duration_seconds", "Time to commit one batch.", latency.clone()),

@@ -8,6 +8,7 @@
 //! batch and begun the next transaction (or stops when the batch is abandoned) — so nothing it
 //! produces lands in a transaction with the wrong offsets.
 
+use crate::align::{Aligner, Next};
 use crate::client::SharedProducer;
 use crate::consumer::Inflight;
 use crate::failpoint::Failpoints;
@@ -146,15 +147,17 @@ impl InBatch {
         self.data.len() + MSG_OVERHEAD * self.msgs.len()
     }
 
-    /// Bytes counted for the messages `range`.
-    fn size_of(&self, range: std::ops::Range<usize>) -> usize {
-        self.msgs[range]
-            .iter()
-            .map(|m| {
-                let len = |r: Option<(usize, usize)>| r.map_or(0, |(a, b)| b - a);
-                len(m.key) + len(m.payload) + MSG_OVERHEAD
-            })
-            .sum()
+    /// Bytes counted for message `i`.
+    pub fn msg_size(&self, i: usize) -> usize {
+        let m = &self.msgs[i];
+        let len = |r: Option<(usize, usize)>| r.map_or(0, |(a, b)| b - a);
+        len(m.key) + len(m.payload) + MSG_OVERHEAD
+    }
+
+    /// Message `i`'s topic and timestamp: what the two topics are merged by.
+    pub fn order_key(&self, i: usize) -> (u16, Option<i64>) {
+        let m = &self.msgs[i];
+        (m.topic, m.timestamp_ms)
     }
 
     pub fn get(&self, i: usize) -> InMsg<'_> {
@@ -216,6 +219,8 @@ pub(crate) struct TaskEnv {
     pub max_future_skew_ms: u64,
     /// An input topic quiet this long no longer holds stream time back.
     pub input_idle: std::time::Duration,
+    /// How long a message waits for the partition's other input topic (see [`crate::align`]).
+    pub align_wait: std::time::Duration,
     /// Bytes of output the tasks may hold back, together, while a checkpoint commits.
     pub max_held_bytes: usize,
     /// Bytes of output the tasks hold back now.
@@ -575,13 +580,19 @@ impl PartitionTask {
         self.refresh_gauges(true);
         let mut data_open = true;
         let mut resume: Option<oneshot::Receiver<()>> = None;
-        // The batch being applied and the index of its next message.
-        let mut current: Option<(InBatch, usize)> = None;
+        // Input not yet applied, both topics, handed out in timestamp order.
+        let mut input = Aligner::new(self.env.align_wait);
         loop {
             // Input waits while the outputs held back reach their bound (a task holds only while
             // a checkpoint commits, so this ends with the commit).
             let held_full = self.holding
                 && self.env.held_bytes.load(Ordering::Acquire) >= self.env.max_held_bytes;
+            let next = input.next(Instant::now(), self.paused(), self.caught_up());
+            let ready = !held_full && matches!(next, Next::Apply(_));
+            let wake = match next {
+                Next::WaitUntil(t) if !held_full => Some(t),
+                _ => None,
+            };
             tokio::select! {
                 biased;
                 r = async {
@@ -621,32 +632,37 @@ impl PartitionTask {
                         PartitionMsg::Query(q) => self.answer(q),
                     }
                 }
-                _ = std::future::ready(()), if current.is_some() && !held_full => {
-                    if let Some((batch, at)) = current.as_mut() {
-                        let end = (*at + CHUNK).min(batch.len());
-                        if self.apply_chunk(batch, *at..end).await.is_err() {
-                            // The correlator's state is suspect after a panic: stop; the
-                            // coordinator aborts the batch and rebuilds the partition.
-                            break;
-                        }
-                        *at = end;
-                        if end >= batch.len() {
-                            if let Some((batch, _)) = current.take() {
-                                self.env.batches.give(batch);
-                            }
-                            self.after_batch();
-                        }
+                // Take in what arrived before applying: the other topic may hold older messages.
+                m = data.recv(), if data_open => match m {
+                    Some(batch) => {
+                        self.env.failpoints.stop("after_consume");
+                        input.push(batch, Instant::now());
+                    }
+                    None => data_open = false,
+                },
+                _ = std::future::ready(()), if ready => {
+                    if self.apply_chunk(&mut input).await.is_err() {
+                        // The correlator's state is suspect after a panic: stop; the
+                        // coordinator aborts the batch and rebuilds the partition.
+                        break;
+                    }
+                    let mut spent = false;
+                    while let Some(batch) = input.take_spent() {
+                        self.env.batches.give(batch);
+                        spent = true;
+                    }
+                    if spent {
+                        self.after_batch();
                     }
                     // Let the coordinator and the other tasks of this worker run between chunks.
                     tokio::task::yield_now().await;
                 }
-                m = data.recv(), if data_open && current.is_none() && !held_full => match m {
-                    Some(batch) => {
-                        self.env.failpoints.stop("after_consume");
-                        current = Some((batch, 0));
+                _ = async {
+                    match wake {
+                        Some(t) => tokio::time::sleep_until(t.into()).await,
+                        None => std::future::pending().await,
                     }
-                    None => data_open = false,
-                },
+                }, if wake.is_some() => {}
             }
         }
         self.clear_gauges();
@@ -718,37 +734,56 @@ impl PartitionTask {
         self.refresh_gauges(true);
     }
 
-    /// Applies the messages `range` of `batch`; `Err` when one of them panicked.
-    async fn apply_chunk(
-        &mut self,
-        batch: &InBatch,
-        range: std::ops::Range<usize>,
-    ) -> Result<(), Poisoned> {
+    /// Applies up to [`CHUNK`] messages of `input`, in the order it hands them out; `Err` when one
+    /// of them panicked.
+    async fn apply_chunk(&mut self, input: &mut Aligner) -> Result<(), Poisoned> {
         let start = Instant::now();
         self.clock_ms = now_ms();
+        let (paused, caught_up) = (self.paused(), self.caught_up());
         let mut applied = false;
-        for i in range.clone() {
-            let m = batch.get(i);
+        let (mut messages, mut bytes) = (0, 0);
+        let mut result = Ok(());
+        while messages < CHUNK {
+            let Next::Apply(at) = input.next(start, paused, caught_up) else {
+                break;
+            };
+            let m = input.get(at);
             if let Some(seen) = self.topic_seen_at.get_mut(usize::from(m.topic)) {
                 *seen = start;
             }
-            applied |= self.handle(m).await?;
+            bytes += input.size(at);
+            messages += 1;
+            let step = self.handle(m).await;
+            input.pop(at);
+            match step {
+                Ok(a) => applied |= a,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
         }
         if applied {
             self.anchor = Instant::now();
             self.idle_since_tick = false;
         }
-        self.inflight
-            .messages
-            .fetch_sub(range.len(), Ordering::AcqRel);
-        self.inflight
-            .bytes
-            .fetch_sub(batch.size_of(range), Ordering::AcqRel);
+        self.inflight.messages.fetch_sub(messages, Ordering::AcqRel);
+        self.inflight.bytes.fetch_sub(bytes, Ordering::AcqRel);
         self.env
             .metrics
             .batch_duration
             .observe(start.elapsed().as_secs_f64());
-        Ok(())
+        result
+    }
+
+    /// The partition is paused for back-pressure (see [`crate::align`]).
+    fn paused(&self) -> bool {
+        self.inflight.paused.load(Ordering::Acquire)
+    }
+
+    /// Per input topic: the consumer saw everything delivered (see [`crate::align`]).
+    fn caught_up(&self) -> [bool; 2] {
+        [0, 1].map(|t| self.inflight.caught_up[t].load(Ordering::Acquire))
     }
 
     fn after_batch(&mut self) {

@@ -208,6 +208,7 @@ pub async fn start(settings: Settings, registry: Registry) -> Result<Running, Er
         max_message_bytes: settings.max_message_bytes,
         max_future_skew_ms: settings.max_future_skew_ms,
         input_idle: Duration::from_millis(settings.input_idle_ms),
+        align_wait: Duration::from_millis(settings.align_wait_ms),
         // Outputs held back while a batch commits have a bound of their own, as large as the
         // input's: they stop the tasks from taking input until the commit is through.
         max_held_bytes: settings.max_inflight_bytes,

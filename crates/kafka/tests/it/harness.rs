@@ -154,8 +154,22 @@ pub fn producer() -> ThreadedProducer<DefaultProducerContext> {
 /// Produces events keyed by session: announces and turn events to the announce topic, results to
 /// the completion topic (the processor accepts any kind on either).
 pub fn produce_events(s: &Settings, events: &[Event]) {
+    produce_stamped(s, events, None);
+}
+
+/// Like [`produce_events`], with message timestamps one millisecond apart in the order given.
+pub fn produce_events_timed(s: &Settings, events: &[Event]) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    produce_stamped(s, events, Some(now - events.len() as i64));
+}
+
+/// Produces `events`; with `base`, event `i` gets the message timestamp `base + i`.
+fn produce_stamped(s: &Settings, events: &[Event], base: Option<i64>) {
     let p = producer();
-    for e in events {
+    for (i, e) in events.iter().enumerate() {
         let topic = match e.kind() {
             toolcalls_model::EventKind::Completion | toolcalls_model::EventKind::ExecutionEnd => {
                 &s.topics.completion
@@ -163,12 +177,13 @@ pub fn produce_events(s: &Settings, events: &[Event]) {
             _ => &s.topics.announce,
         };
         let payload = e.encode();
-        p.send(
-            BaseRecord::to(topic)
-                .key(e.session.as_str())
-                .payload(&payload),
-        )
-        .expect("enqueue");
+        let mut record = BaseRecord::to(topic)
+            .key(e.session.as_str())
+            .payload(&payload);
+        if let Some(base) = base {
+            record = record.timestamp(base + i as i64);
+        }
+        p.send(record).expect("enqueue");
     }
     p.flush(Duration::from_secs(30)).expect("flush");
 }

@@ -2,6 +2,7 @@
 //! by `scripts/install-test-deps.sh`). One broker per test binary; every test has its own topics
 //! and group, and every wait is bounded (see `harness.rs`).
 
+mod align;
 mod backlog;
 mod dlq;
 mod flow;

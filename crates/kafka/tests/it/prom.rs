@@ -63,6 +63,7 @@ async fn prometheus_scrapes_the_expected_series() {
         "toolcalls_restore_duration_seconds_count",
         "toolcalls_processing_batch_duration_seconds_bucket",
         "toolcalls_ready",
+        "toolcalls_consumer_lag_records",
     ];
     for name in series {
         wait_until_async(&format!("prometheus to hold {name}"), || async move {
@@ -85,6 +86,16 @@ async fn prometheus_scrapes_the_expected_series() {
         body.contains("\"6\""),
         "6 succeeded records scraped: {body}"
     );
+    // Everything was read: no input partition has messages left to deliver.
+    wait_until_async("the consumer lag to reach 0", || async move {
+        let (_, body) = http_get(
+            prom,
+            "/api/v1/query?query=max(toolcalls_consumer_lag_records)",
+        )
+        .await;
+        body.contains("\"0\"]")
+    })
+    .await;
     let (_, body) = http_get(prom, "/api/v1/query?query=up").await;
     assert!(body.contains("\"1\""), "the target is up: {body}");
     tokio::time::timeout(Duration::from_secs(60), running.stop())

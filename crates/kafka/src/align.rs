@@ -1,0 +1,314 @@
+//! Timestamp alignment of a partition's two input topics.
+//!
+//! The announce and completion partitions `p` are fetched independently, and a broker may serve
+//! one far ahead of the other (Tansu fills a fetch response topic by topic, so on a backlog the
+//! whole announce partition arrives before the first completion). Applied in arrival order, every
+//! call of such a backlog would be pending before its result arrives: more memory, more changelog,
+//! and matching that depends on how the fetches happened to interleave.
+//!
+//! So a partition task buffers what the consumer thread delivers, per topic, and applies the two
+//! topics merged by message timestamp, as Kafka Streams does for the partitions of one task: the
+//! next message is the older of the two topics' heads (the announce on a tie). When one topic has
+//! nothing buffered, the other's head waits — but only while the empty topic may still deliver
+//! something older:
+//!
+//! - not when the empty topic already delivered a message at least as new as the head (topics are
+//!   read in offset order, and a producer stamps messages in order);
+//! - not when the consumer's statistics show the empty topic caught up: every stable message of
+//!   the partition was delivered (so live traffic does not wait);
+//! - not when the empty topic delivered nothing for `wait` (wall clock, counted from the first
+//!   input): a stalled fetch or a topic whose statistics are not known yet delays input by at most
+//!   that;
+//! - not when the partition is paused for back-pressure: nothing arrives until the task drains;
+//! - never when `wait` is zero (arrival order).
+//!
+//! Each topic stays in offset order, so the offsets a checkpoint commits are unaffected.
+
+use crate::partition::{InBatch, InMsg};
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+/// A buffered batch and how many of its messages are not applied yet.
+struct Slot {
+    batch: InBatch,
+    left: usize,
+}
+
+/// A message's place: the batch's sequence number and its index in the batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct At {
+    batch: u64,
+    index: u32,
+}
+
+/// What the aligner says about the next message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Apply this message (of topic `At`'s topic) next.
+    Apply(At),
+    /// A message waits for the other topic until this instant (or until it delivers).
+    WaitUntil(Instant),
+    /// Nothing buffered.
+    Empty,
+}
+
+/// The buffered input of one partition, per topic, in arrival order.
+pub(crate) struct Aligner {
+    slots: VecDeque<Slot>,
+    /// Sequence number of `slots[0]`.
+    first: u64,
+    /// Messages not yet applied, per topic (0 announce, 1 completion), in offset order.
+    queues: [VecDeque<At>; 2],
+    /// Newest timestamp each topic delivered, and when it last delivered (wall clock).
+    newest: [Option<i64>; 2],
+    seen_at: [Instant; 2],
+    /// How long a message waits for the other topic; zero applies in arrival order.
+    wait: Duration,
+    /// Nothing was pushed yet (`seen_at` starts with the first input).
+    fresh: bool,
+}
+
+impl Aligner {
+    pub fn new(wait: Duration) -> Self {
+        let now = Instant::now();
+        Aligner {
+            slots: VecDeque::new(),
+            first: 0,
+            queues: [VecDeque::new(), VecDeque::new()],
+            newest: [None; 2],
+            seen_at: [now; 2],
+            wait,
+            fresh: true,
+        }
+    }
+
+    /// Buffers a batch from the consumer thread, received at `now`.
+    pub fn push(&mut self, batch: InBatch, now: Instant) {
+        if self.fresh {
+            self.fresh = false;
+            self.seen_at = [now; 2];
+        }
+        let seq = self.first + self.slots.len() as u64;
+        let mut arrival = Vec::new();
+        for i in 0..batch.len() {
+            let (topic, ts) = batch.order_key(i);
+            let t = usize::from(topic.min(1));
+            let at = At {
+                batch: seq,
+                index: i as u32,
+            };
+            if self.wait.is_zero() {
+                // Arrival order: one queue keeps the batch's order across both topics.
+                arrival.push(at);
+            } else {
+                self.queues[t].push_back(at);
+            }
+            if let Some(ts) = ts {
+                self.newest[t] = Some(self.newest[t].map_or(ts, |n| n.max(ts)));
+            }
+            self.seen_at[t] = now;
+        }
+        self.queues[0].extend(arrival);
+        let left = batch.len();
+        self.slots.push_back(Slot { batch, left });
+    }
+
+    /// Messages buffered and not applied.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.queues[0].len() + self.queues[1].len()
+    }
+
+    fn timestamp(&self, at: At) -> i64 {
+        let slot = &self.slots[(at.batch - self.first) as usize];
+        slot.batch
+            .order_key(at.index as usize)
+            .1
+            .unwrap_or(i64::MIN)
+    }
+
+    /// The next message to apply. `paused`: the partition is paused for back-pressure;
+    /// `caught_up`: per topic, the consumer's statistics show everything delivered.
+    pub fn next(&self, now: Instant, paused: bool, caught_up: [bool; 2]) -> Next {
+        let heads = [self.queues[0].front(), self.queues[1].front()];
+        match heads {
+            [None, None] => Next::Empty,
+            [Some(&a), Some(&c)] => {
+                if self.timestamp(c) < self.timestamp(a) {
+                    Next::Apply(c)
+                } else {
+                    Next::Apply(a)
+                }
+            }
+            [Some(&head), None] | [None, Some(&head)] => {
+                let empty = usize::from(heads[1].is_none());
+                if self.wait.is_zero() || paused || caught_up[empty] {
+                    return Next::Apply(head);
+                }
+                let ts = self.timestamp(head);
+                if self.newest[empty].is_some_and(|n| n >= ts) {
+                    return Next::Apply(head);
+                }
+                let until = self.seen_at[empty] + self.wait;
+                if now >= until {
+                    Next::Apply(head)
+                } else {
+                    Next::WaitUntil(until)
+                }
+            }
+        }
+    }
+
+    /// The message at `at`.
+    pub fn get(&self, at: At) -> InMsg<'_> {
+        self.slots[(at.batch - self.first) as usize]
+            .batch
+            .get(at.index as usize)
+    }
+
+    /// Bytes `at` counts for the in-flight limit.
+    pub fn size(&self, at: At) -> usize {
+        self.slots[(at.batch - self.first) as usize]
+            .batch
+            .msg_size(at.index as usize)
+    }
+
+    /// Marks `at`, the head of its queue as [`Aligner::next`] named it, applied. Batches whose
+    /// messages are all applied are freed from the front.
+    pub fn pop(&mut self, at: At) {
+        let slot = &mut self.slots[(at.batch - self.first) as usize];
+        let topic = if self.wait.is_zero() {
+            0
+        } else {
+            usize::from(slot.batch.order_key(at.index as usize).0.min(1))
+        };
+        let popped = self.queues[topic].pop_front();
+        debug_assert_eq!(popped, Some(at), "messages are applied in queue order");
+        slot.left -= 1;
+    }
+
+    /// Spent batches at the front, to hand back to the pool.
+    pub fn take_spent(&mut self) -> Option<InBatch> {
+        if self.slots.front().is_some_and(|s| s.left == 0) {
+            self.first += 1;
+            return self.slots.pop_front().map(|s| s.batch);
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WAIT: Duration = Duration::from_millis(500);
+
+    /// A batch of (topic, offset, timestamp) messages, payload "topic:offset".
+    fn batch(msgs: &[(u16, i64, i64)]) -> InBatch {
+        let mut b = InBatch::new(0);
+        for &(topic, offset, ts) in msgs {
+            b.push(
+                topic,
+                offset,
+                Some(ts),
+                None,
+                Some(format!("{topic}:{offset}").as_bytes()),
+            );
+        }
+        b
+    }
+
+    /// Applies everything `next` hands out at `now`; returns (topic, offset) in that order.
+    fn drain(a: &mut Aligner, now: Instant, caught_up: [bool; 2]) -> Vec<(u16, i64)> {
+        let mut out = Vec::new();
+        while let Next::Apply(at) = a.next(now, false, caught_up) {
+            let m = a.get(at);
+            out.push((m.topic, m.offset));
+            a.pop(at);
+        }
+        out
+    }
+
+    #[test]
+    fn topics_are_merged_by_timestamp_announce_first_on_ties() {
+        let mut a = Aligner::new(WAIT);
+        let now = Instant::now();
+        // Batches mix the topics in arrival order, which is not timestamp order.
+        a.push(batch(&[(0, 10, 100), (0, 11, 300), (1, 50, 50)]), now);
+        a.push(batch(&[(1, 51, 300), (0, 12, 400), (1, 52, 450)]), now);
+        assert_eq!(
+            drain(&mut a, now, [false; 2]),
+            [(1, 50), (0, 10), (0, 11), (1, 51), (0, 12)],
+            "completion 52 waits: the announce topic may still deliver something older"
+        );
+        assert!(matches!(a.next(now, false, [false; 2]), Next::WaitUntil(t) if t == now + WAIT));
+        // An announce at 450 settles it: completion 52 first (older), then the announce.
+        a.push(batch(&[(0, 13, 460)]), now);
+        assert_eq!(drain(&mut a, now, [false; 2]), [(1, 52)]);
+        assert_eq!(a.len(), 1);
+    }
+
+    #[test]
+    fn a_message_waits_only_while_the_other_topic_may_deliver_older_ones() {
+        let now = Instant::now();
+        let fresh = || {
+            let mut a = Aligner::new(WAIT);
+            a.push(batch(&[(1, 0, 10)]), now);
+            a.push(batch(&[(0, 0, 100)]), now);
+            a.pop(match a.next(now, false, [false; 2]) {
+                Next::Apply(at) => at,
+                other => panic!("{other:?}"),
+            });
+            a
+        };
+        // The completion topic delivered only older messages and may deliver more: wait.
+        let a = fresh();
+        assert_eq!(a.next(now, false, [false; 2]), Next::WaitUntil(now + WAIT));
+        // Not when the consumer saw it caught up, nor when the partition is paused.
+        assert!(matches!(a.next(now, false, [false, true]), Next::Apply(_)));
+        assert!(matches!(a.next(now, true, [false; 2]), Next::Apply(_)));
+        // Not once it has been quiet for the wait.
+        assert!(matches!(
+            a.next(now + WAIT, false, [false; 2]),
+            Next::Apply(_)
+        ));
+        // Not when it already delivered something as new.
+        let mut a = fresh();
+        a.push(batch(&[(1, 1, 100)]), now);
+        assert_eq!(drain(&mut a, now, [false; 2]), [(0, 0), (1, 1)]);
+        // A zero wait applies in arrival order, across topics.
+        let mut a = Aligner::new(Duration::ZERO);
+        a.push(batch(&[(0, 0, 300), (1, 0, 10), (0, 1, 5)]), now);
+        assert_eq!(drain(&mut a, now, [false; 2]), [(0, 0), (1, 0), (0, 1)]);
+    }
+
+    #[test]
+    fn the_wait_counts_from_the_first_input_and_spent_batches_leave_in_order() {
+        let start = Instant::now();
+        let mut a = Aligner::new(WAIT);
+        assert_eq!(a.next(start, false, [false; 2]), Next::Empty);
+        let later = start + Duration::from_secs(5);
+        a.push(batch(&[(0, 0, 100), (0, 1, 200)]), later);
+        a.push(batch(&[(1, 0, 150)]), later);
+        assert_eq!(
+            a.next(later, false, [false; 2]),
+            Next::Apply(At { batch: 0, index: 0 })
+        );
+        assert_eq!(drain(&mut a, later, [false; 2]), [(0, 0), (1, 0)]);
+        // The second batch is spent, the first is not: nothing leaves yet.
+        assert!(a.take_spent().is_none());
+        assert_eq!(
+            a.next(later, false, [false; 2]),
+            Next::WaitUntil(later + WAIT)
+        );
+        assert_eq!(drain(&mut a, later + WAIT, [false; 2]), [(0, 1)]);
+        let spent: Vec<usize> = std::iter::from_fn(|| a.take_spent())
+            .map(|b| b.len())
+            .collect();
+        assert_eq!(spent, [2, 1]);
+        assert_eq!(
+            (a.len(), a.next(later, false, [false; 2])),
+            (0, Next::Empty)
+        );
+    }
+}
