@@ -87,19 +87,27 @@ impl RecordId {
         thread: Option<&ThreadId>,
         call_key: &str,
     ) -> Self {
-        // Length-prefixed parts, so no choice of strings can make two different tuples collide.
-        let mut name = Vec::with_capacity(64 + call_key.len());
+        // UUID v5 (RFC 9562 §5.5): SHA-1 over the namespace and the name, the name being
+        // length-prefixed parts, so no choice of strings can make two different tuples collide.
+        // The hasher is fed piece by piece (no name buffer) and runs on the CPU's SHA extensions
+        // where there are some.
+        use sha1::Digest;
+        let mut h = sha1::Sha1::new();
+        h.update(RECORD_NAMESPACE.as_bytes());
         for part in [
             source.as_str(),
             session.as_str(),
             thread.map_or("", ThreadId::as_str),
             call_key,
         ] {
-            name.extend_from_slice(&(part.len() as u64).to_be_bytes());
-            name.extend_from_slice(part.as_bytes());
+            h.update((part.len() as u64).to_be_bytes());
+            h.update(part.as_bytes());
         }
-        name.push(u8::from(thread.is_some()));
-        Self(uuid::Uuid::new_v5(&RECORD_NAMESPACE, &name))
+        h.update([u8::from(thread.is_some())]);
+        let digest = h.finalize();
+        let mut bytes = [0u8; 16];
+        bytes.copy_from_slice(&digest[..16]);
+        Self(uuid::Builder::from_sha1_bytes(bytes).into_uuid())
     }
 
     pub fn parse(s: &str) -> Result<Self, uuid::Error> {
@@ -116,6 +124,30 @@ impl fmt::Display for RecordId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Record ids are persisted (they key the records topic): the derivation must stay the UUID v5
+    /// of the length-prefixed name, as `uuid::Uuid::new_v5` computes it.
+    #[test]
+    fn record_ids_are_uuid_v5_of_the_length_prefixed_name() {
+        let cases: [(&str, &str, Option<&str>, &str); 4] = [
+            ("claude-code", "s1", None, "toolu_01"),
+            ("codex", "s-2", Some("t1"), "item_1"),
+            ("", "", Some(""), ""),
+            ("gemini", &"x".repeat(300), None, "a/0:17"),
+        ];
+        for (source, session, thread, key) in cases {
+            let mut name = Vec::new();
+            for part in [source, session, thread.unwrap_or(""), key] {
+                name.extend_from_slice(&(part.len() as u64).to_be_bytes());
+                name.extend_from_slice(part.as_bytes());
+            }
+            name.push(u8::from(thread.is_some()));
+            let thread = thread.map(ThreadId::from);
+            let id = RecordId::derive(&source.into(), &session.into(), thread.as_ref(), key);
+            assert_eq!(id.0, uuid::Uuid::new_v5(&RECORD_NAMESPACE, &name));
+            assert_eq!(id.0.get_version_num(), 5);
+        }
+    }
 
     #[test]
     fn record_ids_are_deterministic_and_scoped() {
