@@ -355,16 +355,22 @@ pub(crate) fn run_consumer_loop(
                         continue;
                     };
                     let partition = m.partition();
-                    buffers
+                    let batch = buffers
                         .entry(partition)
-                        .or_insert_with(|| cfg.batches.take(partition))
-                        .push(
-                            topic,
-                            m.offset(),
-                            m.timestamp().to_millis(),
-                            m.key(),
-                            m.payload(),
-                        );
+                        .or_insert_with(|| cfg.batches.take(partition));
+                    let len = m.key().map_or(0, <[u8]>::len) + m.payload().map_or(0, <[u8]>::len);
+                    if !batch.has_room(len) {
+                        // Full: hand it over now and go on in a fresh one.
+                        let full = std::mem::replace(batch, cfg.batches.take(partition));
+                        send_batch(&ctx.routes(), partition, full);
+                    }
+                    batch.push(
+                        topic,
+                        m.offset(),
+                        m.timestamp().to_millis(),
+                        m.key(),
+                        m.payload(),
+                    );
                 }
                 Some(Err(KafkaError::PartitionEOF(_))) => {}
                 Some(Err(e)) => {
@@ -437,18 +443,24 @@ fn dispatch(ctx: &ConsumerCtx, buffers: &mut HashMap<i32, InBatch>) {
     }
     let routes = ctx.routes();
     for (partition, batch) in buffers.drain() {
-        let size = batch.size();
-        // A partition without a route is paused (restoring or rewinding): its messages are
-        // dropped here and fetched again after the seek that activates it.
-        if let Some(sink) = routes.active.get(&partition) {
-            sink.inflight
-                .messages
-                .fetch_add(batch.len(), Ordering::AcqRel);
-            sink.inflight.bytes.fetch_add(size, Ordering::AcqRel);
-            if sink.tx.send(batch).is_err() {
-                tracing::debug!(partition, "partition task gone, dropping its messages");
-            }
-        }
+        send_batch(&routes, partition, batch);
+    }
+}
+
+/// Hands a batch to its partition's task, counting it in flight.
+fn send_batch(routes: &Routes, partition: i32, batch: InBatch) {
+    // A partition without a route is paused (restoring or rewinding): its messages are dropped
+    // here and fetched again after the seek that activates it.
+    let Some(sink) = routes.active.get(&partition) else {
+        return;
+    };
+    let size = batch.size();
+    sink.inflight
+        .messages
+        .fetch_add(batch.len(), Ordering::AcqRel);
+    sink.inflight.bytes.fetch_add(size, Ordering::AcqRel);
+    if sink.tx.send(batch).is_err() {
+        tracing::debug!(partition, "partition task gone, dropping its messages");
     }
 }
 

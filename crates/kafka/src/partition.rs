@@ -62,18 +62,23 @@ pub(crate) struct InBatch {
 /// What a message counts for the in-flight byte limit beyond its key and payload.
 const MSG_OVERHEAD: usize = 64;
 
-/// Spent input batches, handed back from the partition tasks to the consumer thread for reuse: a
-/// burst is up to a megabyte, and memory fresh from the allocator costs page faults and the
-/// kernel's zeroing of every page (most of the consumer thread's CPU before the pool).
+/// Spent input batches, handed back from the partition tasks to the consumer thread for reuse:
+/// memory fresh from the allocator costs page faults and the kernel's zeroing of every page (most
+/// of the consumer thread's CPU before the pool).
 #[derive(Debug, Default)]
 pub(crate) struct BatchPool {
     free: Mutex<Vec<InBatch>>,
 }
 
-/// Batches the pool keeps.
+/// Bytes of keys and payloads one batch holds: the consumer thread starts a new batch rather than
+/// grow one, so a buffer is allocated once at this size and never reallocated (growing a buffer
+/// by doubling copies it and touches twice the memory; a burst of a fast partition is megabytes).
+pub(crate) const BATCH_BYTES: usize = 256 * 1024;
+/// Batches the pool keeps (8 MiB of buffers).
 const POOL_KEEP: usize = 32;
-/// Batches whose buffer grew beyond this go back to the allocator.
-const POOL_MAX_BYTES: usize = 4 << 20;
+/// Batches whose buffer grew beyond this (a single message larger than [`BATCH_BYTES`]) go back
+/// to the allocator.
+const POOL_MAX_BYTES: usize = 2 * BATCH_BYTES;
 
 impl BatchPool {
     /// An empty batch for `partition`, reused if the pool has one.
@@ -104,12 +109,17 @@ impl BatchPool {
 
 impl InBatch {
     pub fn new(partition: i32) -> Self {
-        // Sized for a typical burst, so the buffer rarely grows message by message.
         InBatch {
             partition,
-            data: Vec::with_capacity(64 * 1024),
-            msgs: Vec::with_capacity(128),
+            data: Vec::with_capacity(BATCH_BYTES),
+            msgs: Vec::with_capacity(BATCH_BYTES / 256),
         }
+    }
+
+    /// Whether `bytes` more fit without growing the buffer (an empty batch takes anything: a
+    /// message larger than [`BATCH_BYTES`] gets a batch of its own).
+    pub fn has_room(&self, bytes: usize) -> bool {
+        self.msgs.is_empty() || self.data.len() + bytes <= self.data.capacity()
     }
 
     pub fn push(
@@ -1153,6 +1163,27 @@ mod tests {
             .collect();
         held.reuse(chunks, items);
         out
+    }
+
+    #[test]
+    fn a_batch_takes_messages_until_its_buffer_is_full_and_never_grows() {
+        let mut b = InBatch::new(0);
+        let cap = b.data.capacity();
+        assert!(cap >= BATCH_BYTES);
+        let mut n = 0;
+        while b.has_room(1000) {
+            b.push(0, n, None, None, Some(&[b'x'; 1000]));
+            n += 1;
+        }
+        assert_eq!(n as usize, cap / 1000);
+        assert_eq!(
+            b.data.capacity(),
+            cap,
+            "filled to the brim without a reallocation"
+        );
+        // An empty batch takes a message larger than a batch: it gets a batch of its own.
+        let empty = InBatch::new(0);
+        assert!(empty.has_room(BATCH_BYTES * 3));
     }
 
     #[test]
