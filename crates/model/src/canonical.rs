@@ -31,9 +31,12 @@
 //! overflows to `Infinity`, `\ud800` lone-surrogate escapes, nesting deeper than 128) never reach
 //! this module; they fail earlier, when the event is decoded.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
+use std::fmt;
 use std::sync::OnceLock;
 
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 
 /// Returns the canonical JSON text of `value` (see the [module docs](self)).
@@ -328,6 +331,166 @@ fn write_f64(f: f64, out: &mut String) {
     } else {
         let mut buf = ryu_js::Buffer::new();
         out.push_str(buf.format_finite(f));
+    }
+}
+
+/// Appends the canonical JSON text of the JSON value in `text` — the same bytes as
+/// [`write_canonical`] of `serde_json::from_str::<Value>(text)`, without building the `Value`:
+/// strings without escapes stay borrowed from `text`, objects are sorted vectors instead of
+/// B-tree maps. With `string_is_json`, a top-level string holding JSON is canonicalised as that
+/// JSON (the checksum reads OpenAI-style string arguments so, see [`crate::checksum`]).
+///
+/// Errors only when `text` is not JSON (or nests deeper than serde_json's limit); `out` may then
+/// hold part of the output.
+pub fn write_canonical_text(
+    text: &str,
+    string_is_json: bool,
+    out: &mut String,
+) -> Result<(), serde_json::Error> {
+    let node: Node<'_> = serde_json::from_str(text)?;
+    match node {
+        Node::Str(inner) if string_is_json => match serde_json::from_str::<Node<'_>>(&inner) {
+            Ok(parsed) => parsed.write(out),
+            Err(_) => write_js_string(&inner, out),
+        },
+        node => node.write(out),
+    }
+    Ok(())
+}
+
+/// A JSON value borrowed from its text, as [`write_canonical_text`] reads it. Numbers arrive
+/// exactly as serde_json hands them to a `Value` (non-negative integers as `u64`, negative ones
+/// as `i64`, the rest as `f64`), so they print as [`write_js_number`] prints the `Value`'s.
+enum Node<'a> {
+    Null,
+    Bool(bool),
+    U64(u64),
+    I64(i64),
+    F64(f64),
+    Str(Cow<'a, str>),
+    Array(Vec<Node<'a>>),
+    /// Entries in the order of the text; duplicate keys included (the last one wins, as in a
+    /// `Value` and in JavaScript's `JSON.parse`).
+    Object(Vec<(Cow<'a, str>, Node<'a>)>),
+}
+
+impl Node<'_> {
+    fn write(&self, out: &mut String) {
+        match self {
+            Node::Null => out.push_str("null"),
+            Node::Bool(true) => out.push_str("true"),
+            Node::Bool(false) => out.push_str("false"),
+            Node::U64(u) => write_js_number(&Number::from(*u), out),
+            Node::I64(i) => write_js_number(&Number::from(*i), out),
+            Node::F64(f) => write_f64(*f, out),
+            Node::Str(s) => write_js_string(s, out),
+            Node::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    item.write(out);
+                }
+                out.push(']');
+            }
+            Node::Object(entries) => {
+                let mut sorted: Vec<&(Cow<'_, str>, Node<'_>)> = entries.iter().collect();
+                // Stable, so among equal keys the last in the text stays last.
+                sorted.sort_by(|x, y| cmp_utf16(&x.0, &y.0));
+                out.push('{');
+                let mut first = true;
+                for (i, (key, value)) in sorted.iter().map(|e| (&e.0, &e.1)).enumerate() {
+                    if sorted.get(i + 1).is_some_and(|next| next.0 == *key) {
+                        continue;
+                    }
+                    if !first {
+                        out.push(',');
+                    }
+                    first = false;
+                    write_js_string(key, out);
+                    out.push(':');
+                    value.write(out);
+                }
+                out.push('}');
+            }
+        }
+    }
+}
+
+/// A string that borrows from the text when it holds no escapes.
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Text<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Borrowed(s)))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(s.to_owned())))
+            }
+            fn visit_string<E>(self, s: String) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(s)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Node<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Node<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(Node::Null)
+            }
+            fn visit_bool<E>(self, b: bool) -> Result<Self::Value, E> {
+                Ok(Node::Bool(b))
+            }
+            fn visit_u64<E>(self, u: u64) -> Result<Self::Value, E> {
+                Ok(Node::U64(u))
+            }
+            fn visit_i64<E>(self, i: i64) -> Result<Self::Value, E> {
+                Ok(Node::I64(i))
+            }
+            fn visit_f64<E>(self, f: f64) -> Result<Self::Value, E> {
+                Ok(Node::F64(f))
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
+                Ok(Node::Str(Cow::Borrowed(s)))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+                Ok(Node::Str(Cow::Owned(s.to_owned())))
+            }
+            fn visit_string<E>(self, s: String) -> Result<Self::Value, E> {
+                Ok(Node::Str(Cow::Owned(s)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+                while let Some(item) = seq.next_element()? {
+                    items.push(item);
+                }
+                Ok(Node::Array(items))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(0));
+                while let Some((Text(key), value)) = map.next_entry()? {
+                    entries.push((key, value));
+                }
+                Ok(Node::Object(entries))
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 

@@ -182,30 +182,37 @@ thread_local! {
     static BUFFER: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
-/// [`checksum_of`] for arguments kept verbatim: the text is parsed (as JavaScript's `JSON.parse`
-/// would read it, numbers through `f64`) and hashed.
+/// [`checksum_of`] for arguments kept verbatim: the text is read (as JavaScript's `JSON.parse`
+/// would read it, numbers through `f64`) and hashed, without building a `Value`.
 pub fn checksum_of_json(tool: &str, args: Option<&crate::json::Json>) -> Checksum {
-    match args {
-        None => checksum_of(tool, None),
-        Some(json) => checksum_of(tool, Some(&json.to_value())),
-    }
+    Checksum::from_digest(digest_of_json(tool, args))
 }
 
 /// [`checksum_of_json`] as the raw 32-byte digest, without the hex string.
 pub fn digest_of_json(tool: &str, args: Option<&crate::json::Json>) -> [u8; 32] {
-    match args {
-        None => digest_of(tool, None),
-        Some(json) => digest_of(tool, Some(&json.to_value())),
-    }
+    let Some(json) = args else {
+        return digest_of(tool, None);
+    };
+    with_buffer(|buffer| {
+        buffer.push_str("{\"args\":");
+        if crate::canonical::write_canonical_text(json.as_str(), true, buffer).is_err() {
+            // A `Json` always holds valid JSON; should it not, the tree path says the same.
+            buffer.clear();
+            write_checksum_input(tool, Some(&json.to_value()), buffer);
+            return;
+        }
+        buffer.push_str(",\"tool\":");
+        write_js_string(tool, buffer);
+        buffer.push('}');
+    })
 }
 
-/// [`checksum_of`] as the raw 32-byte digest, without the hex string.
-#[must_use]
-pub fn digest_of(tool: &str, args: Option<&Value>) -> [u8; 32] {
+/// SHA-256 of what `write` puts into the per-thread scratch buffer.
+fn with_buffer(write: impl FnOnce(&mut String)) -> [u8; 32] {
     BUFFER.with(|cell| match cell.try_borrow_mut() {
         Ok(mut buffer) => {
             buffer.clear();
-            write_checksum_input(tool, args, &mut buffer);
+            write(&mut buffer);
             let digest = Sha256::digest(buffer.as_bytes()).into();
             if buffer.capacity() > MAX_RETAINED_BUFFER {
                 *buffer = String::new();
@@ -213,8 +220,18 @@ pub fn digest_of(tool: &str, args: Option<&Value>) -> [u8; 32] {
             digest
         }
         // Unreachable in practice (nothing here re-enters), but never worth a panic.
-        Err(_) => Sha256::digest(checksum_input(tool, args).as_bytes()).into(),
+        Err(_) => {
+            let mut buffer = String::new();
+            write(&mut buffer);
+            Sha256::digest(buffer.as_bytes()).into()
+        }
     })
+}
+
+/// [`checksum_of`] as the raw 32-byte digest, without the hex string.
+#[must_use]
+pub fn digest_of(tool: &str, args: Option<&Value>) -> [u8; 32] {
+    with_buffer(|buffer| write_checksum_input(tool, args, buffer))
 }
 
 /// Computes the ADK checksum of a tool call: `sha256(canonicalStringify({ tool, args }))`.

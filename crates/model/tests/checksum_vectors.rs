@@ -13,7 +13,8 @@ use proptest::prelude::*;
 use serde::Deserialize;
 use serde_json::Value;
 use toolcalls_model::canonical::{canonical_string, cmp_utf16};
-use toolcalls_model::checksum::{checksum_input, checksum_of};
+use toolcalls_model::checksum::{checksum_input, checksum_of, checksum_of_json};
+use toolcalls_model::json::Json;
 use toolcalls_model::Checksum;
 
 /// One entry of the committed vector file.
@@ -66,7 +67,85 @@ fn rust_matches_every_javascript_vector() {
             "checksum differs for vector {}",
             vector.name
         );
+        // The hot path reads the text without building a `Value`.
+        let json = vector.args_json.as_deref().map(|t| Json::parse(t).unwrap());
+        assert_eq!(
+            checksum_of_json(&vector.tool, json.as_ref()),
+            expected,
+            "checksum of the verbatim text differs for vector {}",
+            vector.name
+        );
     }
+}
+
+/// JSON text of `value` as a producer might send it: object keys in reverse order, spaces and
+/// newlines between tokens, `/` and non-ASCII written as `\u` escapes.
+fn unusual_text(value: &Value) -> String {
+    match value {
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(unusual_text).collect();
+            format!("[ {} ]", items.join(" ,\n"))
+        }
+        Value::Object(map) => {
+            let entries: Vec<String> = map
+                .iter()
+                .rev()
+                .map(|(k, v)| format!("{} :\t{}", escaped(k), unusual_text(v)))
+                .collect();
+            format!("{{ {} }}", entries.join(", "))
+        }
+        Value::String(s) => escaped(s),
+        other => other.to_string(),
+    }
+}
+
+fn escaped(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '/' => out.push_str("\\/"),
+            c if !c.is_ascii() => {
+                for unit in c.encode_utf16(&mut [0; 2]) {
+                    out.push_str(&format!("\\u{unit:04X}"));
+                }
+            }
+            c => {
+                // serde_json's escape of one ASCII character, without the quotes.
+                let quoted = serde_json::to_string(&c.to_string()).unwrap();
+                out.push_str(&quoted[1..quoted.len() - 1]);
+            }
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[test]
+fn verbatim_text_with_duplicate_keys_hashes_as_javascript_reads_it() {
+    // `JSON.parse` keeps the last of duplicate keys, as a `Value` does.
+    let text = r#"{"b": 1, "a": {"y": 2, "x": 3, "y": [4]}, "b": "last"}"#;
+    let value: Value = serde_json::from_str(text).unwrap();
+    let json = Json::parse(text).unwrap();
+    assert_eq!(
+        checksum_of_json("t", Some(&json)),
+        checksum_of("t", Some(&value))
+    );
+    assert_eq!(
+        checksum_input("t", Some(&value)),
+        r#"{"args":{"a":{"x":3,"y":[4]},"b":"last"},"tool":"t"}"#
+    );
+    // OpenAI-style string arguments: the string's JSON is what is hashed, escapes and all.
+    let text = r#""{\"q\": \"caf\\u00e9\", \"n\": 1.50}""#;
+    let json = Json::parse(text).unwrap();
+    let value: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(
+        checksum_of_json("s", Some(&json)),
+        checksum_of("s", Some(&value))
+    );
+    assert_eq!(
+        checksum_input("s", Some(&value)),
+        r#"{"args":{"n":1.5,"q":"café"},"tool":"s"}"#
+    );
 }
 
 #[test]
@@ -183,6 +262,22 @@ proptest! {
         prop_assume!(!value.is_string());
         let as_text = Value::String(value.to_string());
         prop_assert_eq!(checksum_of("t", Some(&as_text)), checksum_of("t", Some(&value)));
+    }
+
+    #[test]
+    fn checksum_of_verbatim_text_equals_checksum_of_the_value(value in arb_json()) {
+        for text in [value.to_string(), unusual_text(&value)] {
+            let json = Json::parse(&text).expect("valid JSON");
+            prop_assert_eq!(
+                checksum_of_json("t", Some(&json)),
+                checksum_of("t", Some(&value)),
+                "text {}", text
+            );
+        }
+        // As an OpenAI-style string argument.
+        let as_text = Value::String(unusual_text(&value));
+        let json = Json::parse(&as_text.to_string()).expect("valid JSON");
+        prop_assert_eq!(checksum_of_json("t", Some(&json)), checksum_of("t", Some(&as_text)));
     }
 
     #[test]
