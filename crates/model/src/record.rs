@@ -517,7 +517,12 @@ impl Writer {
     }
 
     fn time(&mut self, t: Timestamp) {
-        self.value(&t);
+        let mut buf = [0u8; 24];
+        match t.write_rfc3339(&mut buf) {
+            // Digits and separators only: nothing to escape.
+            Some(text) => self.quoted(text),
+            None => self.value(&t),
+        }
     }
 
     /// Anything else, through serde_json itself.

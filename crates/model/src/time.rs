@@ -38,6 +38,9 @@ impl Timestamp {
 
     /// Parses an RFC 3339 timestamp.
     pub fn parse_rfc3339(s: &str) -> Result<Self, TimestampError> {
+        if let Some(ms) = parse_utc_fast(s.as_bytes()) {
+            return Ok(Self(ms));
+        }
         // The `time` crate takes any byte between date and time; RFC 3339 takes `T` (or `t`).
         if !matches!(s.as_bytes().get(10), Some(b'T' | b't')) {
             return Err(TimestampError {
@@ -67,7 +70,7 @@ impl Timestamp {
 
     /// Writes `YYYY-MM-DDTHH:MM:SS.mmmZ` into `buf` without allocating; `None` outside the years
     /// 0000–9999 that RFC 3339 can express.
-    fn write_rfc3339(self, buf: &mut [u8; 24]) -> Option<&str> {
+    pub(crate) fn write_rfc3339(self, buf: &mut [u8; 24]) -> Option<&str> {
         let days = self.0.div_euclid(86_400_000);
         let ms_of_day = self.0.rem_euclid(86_400_000);
         // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
@@ -126,6 +129,62 @@ impl Timestamp {
     }
 }
 
+/// `YYYY-MM-DDTHH:MM:SS[.fraction]Z` — the form nearly every producer writes — in milliseconds,
+/// without the general parser; `None` for anything else (offsets, lowercase separators, leap
+/// seconds, dates that do not exist, more than nine fraction digits), which the `time` crate then
+/// reads or refuses.
+fn parse_utc_fast(s: &[u8]) -> Option<i64> {
+    if s.len() < 20 || s[4] != b'-' || s[7] != b'-' || s[10] != b'T' || s[13] != b':' {
+        return None;
+    }
+    if s[16] != b':' || s[s.len() - 1] != b'Z' {
+        return None;
+    }
+    let num = |at: usize, width: usize| -> Option<i64> {
+        s.get(at..at + width)?.iter().try_fold(0i64, |n, &b| {
+            b.is_ascii_digit().then(|| n * 10 + i64::from(b - b'0'))
+        })
+    };
+    let (year, month, day) = (num(0, 4)?, num(5, 2)?, num(8, 2)?);
+    let (hour, minute, second) = (num(11, 2)?, num(14, 2)?, num(17, 2)?);
+    let millis = match s.len() {
+        20 => 0,
+        // `.` and one to nine digits: the first three are the milliseconds (the rest truncated).
+        n if (22..=30).contains(&n) && s[19] == b'.' => {
+            let digits = &s[20..n - 1];
+            if !digits.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            digits
+                .iter()
+                .chain(b"00")
+                .take(3)
+                .fold(0, |n, &b| n * 10 + i64::from(b - b'0'))
+        }
+        _ => return None,
+    };
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let month_days = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return None,
+    };
+    if day < 1 || day > month_days || hour > 23 || minute > 59 || second > 59 {
+        return None;
+    }
+    // Days since 1970-01-01 from the civil date (H. Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(((days * 24 + hour) * 60 + minute) * 60_000 + second * 1_000 + millis)
+}
+
 fn truncate(s: &str) -> String {
     s.chars().take(64).collect()
 }
@@ -156,8 +215,18 @@ impl Serialize for Timestamp {
 
 impl<'de> Deserialize<'de> for Timestamp {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        Timestamp::parse_rfc3339(&s).map_err(serde::de::Error::custom)
+        // A visitor rather than `String`: the text is parsed where it lies, not copied first.
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Timestamp;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an RFC 3339 timestamp string")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Timestamp, E> {
+                Timestamp::parse_rfc3339(s).map_err(E::custom)
+            }
+        }
+        d.deserialize_str(V)
     }
 }
 
@@ -205,6 +274,68 @@ mod tests {
             Timestamp(i64::MAX).to_rfc3339(),
             Timestamp(i64::MAX).to_rfc3339_slow()
         );
+    }
+
+    #[test]
+    fn fast_parsing_agrees_with_the_time_crate() {
+        let slow = |s: &str| {
+            OffsetDateTime::parse(s, &Rfc3339)
+                .ok()
+                .map(|dt| dt.unix_timestamp_nanos().div_euclid(1_000_000) as i64)
+        };
+        let mut texts = vec![
+            "2024-02-29T23:59:59Z".to_owned(),
+            "2023-02-29T00:00:00Z".to_owned(),
+            "2026-04-31T00:00:00Z".to_owned(),
+            "2026-13-01T00:00:00Z".to_owned(),
+            "2026-00-10T00:00:00Z".to_owned(),
+            "2026-05-00T00:00:00Z".to_owned(),
+            "2026-05-10T24:00:00Z".to_owned(),
+            "2026-05-10T10:60:00Z".to_owned(),
+            "2026-05-10T10:35:60Z".to_owned(),
+            "2026-05-10T10:35:00.Z".to_owned(),
+            "2026-05-10T10:35:00.1Z".to_owned(),
+            "2026-05-10T10:35:00.12Z".to_owned(),
+            "2026-05-10T10:35:00.123456789Z".to_owned(),
+            "2026-05-10T10:35:00.1234567891Z".to_owned(),
+            "2026-05-10T10:35:00.12a4Z".to_owned(),
+            "2026-05-10T10:35:00,123Z".to_owned(),
+            "2026-05-10t10:35:00.123z".to_owned(),
+            "2026-05-10T10:35:00+00:00".to_owned(),
+            "1900-02-29T00:00:00Z".to_owned(),
+            "2000-02-29T00:00:00Z".to_owned(),
+            "0000-01-01T00:00:00Z".to_owned(),
+            "1969-12-31T23:59:59.9999Z".to_owned(),
+            "+026-05-10T10:35:00Z".to_owned(),
+        ];
+        // Every day of four centuries at drifting times of day, with 0–9 fraction digits.
+        let mut ms: i64 = -2_208_988_800_000; // 1900-01-01
+        let mut i = 0;
+        while ms < 10_413_792_000_000 {
+            let base = Timestamp(ms).to_rfc3339();
+            let digits = i % 10;
+            texts.push(match digits {
+                0 => format!("{}Z", &base[..19]),
+                n => format!("{}{}Z", &base[..20], "987654321".get(..n).unwrap_or("")),
+            });
+            ms += 86_400_000 + 3_723_457;
+            i += 1;
+        }
+        for text in &texts {
+            let fast = parse_utc_fast(text.as_bytes());
+            if let Some(ms) = fast {
+                assert_eq!(Some(ms), slow(text), "{text}");
+            }
+            assert_eq!(
+                Timestamp::parse_rfc3339(text).ok().map(Timestamp::millis),
+                slow(text).filter(|_| text.as_bytes()[10] != b' '),
+                "{text}"
+            );
+        }
+        // The fast path takes the common forms.
+        for text in ["2026-05-10T10:35:00Z", "2026-05-10T10:35:00.123Z"] {
+            assert!(parse_utc_fast(text.as_bytes()).is_some(), "{text}");
+        }
     }
 
     #[test]
