@@ -2,9 +2,14 @@
 //! `cargo build --release -p toolcalls-benches --example core_loop`
 //! `perf stat -e instructions target/release/examples/core_loop ROUNDS STAGE`
 //! where STAGE is `parse` (serde_json::Value), `decode`, `correlate` (decode + apply) or `all`
-//! (decode + apply + encode the records, the default).
+//! (the default: what a partition task does — decode, apply with the changelog on, encode every
+//! record with `encode_into`, take the changelog every 500 events).
 use toolcalls_core::{Config, Correlator, Effects, Position};
 use toolcalls_model::Event;
+
+/// The allocator of the `toolcalls` binary (crates/cli/src/main.rs).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
     let events = toolcalls_benches::mix(20_000, 42);
@@ -13,7 +18,11 @@ fn main() {
     let stage = args.next().unwrap_or_else(|| "all".into());
     let mut total = 0usize;
     for _ in 0..rounds {
-        let mut correlator = Correlator::without_changelog(Config::default());
+        let mut correlator = if stage == "all" {
+            Correlator::new(Config::default())
+        } else {
+            Correlator::without_changelog(Config::default())
+        };
         let mut out = Effects::default();
         let mut buf = Vec::with_capacity(4096);
         for (i, e) in events.iter().enumerate() {
@@ -30,10 +39,15 @@ fn main() {
                     for r in out.records.drain(..) {
                         if stage == "all" {
                             buf.clear();
-                            serde_json::to_writer(&mut buf, &r).unwrap();
+                            r.encode_into(&mut buf);
                             total += buf.len();
                         } else {
                             total += r.correlation.events_merged as usize;
+                        }
+                    }
+                    if stage == "all" && i % 500 == 499 {
+                        for op in correlator.take_changelog() {
+                            total += op.key.len() + op.value.map_or(0, |v| v.len());
                         }
                     }
                 }
