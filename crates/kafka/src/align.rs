@@ -19,7 +19,8 @@
 //! - not when the empty topic delivered nothing for `wait` (wall clock, counted from the first
 //!   input): a stalled fetch or a topic whose statistics are not known yet delays input by at most
 //!   that;
-//! - not when the partition is paused for back-pressure: nothing arrives until the task drains;
+//! - (back-pressure never stops a topic the task has nothing buffered of: the consumer thread
+//!   goes on reading it, see `consumer.rs`, so such a wait always ends);
 //! - never when `wait` is zero (arrival order).
 //!
 //! Each topic stays in offset order, so the offsets a checkpoint commits are unaffected.
@@ -127,9 +128,9 @@ impl Aligner {
             .unwrap_or(i64::MIN)
     }
 
-    /// The next message to apply. `paused`: the partition is paused for back-pressure;
-    /// `caught_up`: per topic, the consumer's statistics show everything delivered.
-    pub fn next(&self, now: Instant, paused: bool, caught_up: [bool; 2]) -> Next {
+    /// The next message to apply. `caught_up`: per topic, the consumer's statistics show
+    /// everything delivered.
+    pub fn next(&self, now: Instant, caught_up: [bool; 2]) -> Next {
         let heads = [self.queues[0].front(), self.queues[1].front()];
         match heads {
             [None, None] => Next::Empty,
@@ -142,7 +143,7 @@ impl Aligner {
             }
             [Some(&head), None] | [None, Some(&head)] => {
                 let empty = usize::from(heads[1].is_none());
-                if self.wait.is_zero() || paused || caught_up[empty] {
+                if self.wait.is_zero() || caught_up[empty] {
                     return Next::Apply(head);
                 }
                 let ts = self.timestamp(head);
@@ -221,7 +222,7 @@ mod tests {
     /// Applies everything `next` hands out at `now`; returns (topic, offset) in that order.
     fn drain(a: &mut Aligner, now: Instant, caught_up: [bool; 2]) -> Vec<(u16, i64)> {
         let mut out = Vec::new();
-        while let Next::Apply(at) = a.next(now, false, caught_up) {
+        while let Next::Apply(at) = a.next(now, caught_up) {
             let m = a.get(at);
             out.push((m.topic, m.offset));
             a.pop(at);
@@ -241,7 +242,7 @@ mod tests {
             [(1, 50), (0, 10), (0, 11), (1, 51), (0, 12)],
             "completion 52 waits: the announce topic may still deliver something older"
         );
-        assert!(matches!(a.next(now, false, [false; 2]), Next::WaitUntil(t) if t == now + WAIT));
+        assert!(matches!(a.next(now, [false; 2]), Next::WaitUntil(t) if t == now + WAIT));
         // An announce at 450 settles it: completion 52 first (older), then the announce.
         a.push(batch(&[(0, 13, 460)]), now);
         assert_eq!(drain(&mut a, now, [false; 2]), [(1, 52)]);
@@ -255,7 +256,7 @@ mod tests {
             let mut a = Aligner::new(WAIT);
             a.push(batch(&[(1, 0, 10)]), now);
             a.push(batch(&[(0, 0, 100)]), now);
-            a.pop(match a.next(now, false, [false; 2]) {
+            a.pop(match a.next(now, [false; 2]) {
                 Next::Apply(at) => at,
                 other => panic!("{other:?}"),
             });
@@ -263,15 +264,11 @@ mod tests {
         };
         // The completion topic delivered only older messages and may deliver more: wait.
         let a = fresh();
-        assert_eq!(a.next(now, false, [false; 2]), Next::WaitUntil(now + WAIT));
-        // Not when the consumer saw it caught up, nor when the partition is paused.
-        assert!(matches!(a.next(now, false, [false, true]), Next::Apply(_)));
-        assert!(matches!(a.next(now, true, [false; 2]), Next::Apply(_)));
+        assert_eq!(a.next(now, [false; 2]), Next::WaitUntil(now + WAIT));
+        // Not when the consumer saw it caught up.
+        assert!(matches!(a.next(now, [false, true]), Next::Apply(_)));
         // Not once it has been quiet for the wait.
-        assert!(matches!(
-            a.next(now + WAIT, false, [false; 2]),
-            Next::Apply(_)
-        ));
+        assert!(matches!(a.next(now + WAIT, [false; 2]), Next::Apply(_)));
         // Not when it already delivered something as new.
         let mut a = fresh();
         a.push(batch(&[(1, 1, 100)]), now);
@@ -286,29 +283,23 @@ mod tests {
     fn the_wait_counts_from_the_first_input_and_spent_batches_leave_in_order() {
         let start = Instant::now();
         let mut a = Aligner::new(WAIT);
-        assert_eq!(a.next(start, false, [false; 2]), Next::Empty);
+        assert_eq!(a.next(start, [false; 2]), Next::Empty);
         let later = start + Duration::from_secs(5);
         a.push(batch(&[(0, 0, 100), (0, 1, 200)]), later);
         a.push(batch(&[(1, 0, 150)]), later);
         assert_eq!(
-            a.next(later, false, [false; 2]),
+            a.next(later, [false; 2]),
             Next::Apply(At { batch: 0, index: 0 })
         );
         assert_eq!(drain(&mut a, later, [false; 2]), [(0, 0), (1, 0)]);
         // The second batch is spent, the first is not: nothing leaves yet.
         assert!(a.take_spent().is_none());
-        assert_eq!(
-            a.next(later, false, [false; 2]),
-            Next::WaitUntil(later + WAIT)
-        );
+        assert_eq!(a.next(later, [false; 2]), Next::WaitUntil(later + WAIT));
         assert_eq!(drain(&mut a, later + WAIT, [false; 2]), [(0, 1)]);
         let spent: Vec<usize> = std::iter::from_fn(|| a.take_spent())
             .map(|b| b.len())
             .collect();
         assert_eq!(spent, [2, 1]);
-        assert_eq!(
-            (a.len(), a.next(later, false, [false; 2])),
-            (0, Next::Empty)
-        );
+        assert_eq!((a.len(), a.next(later, [false; 2])), (0, Next::Empty));
     }
 }

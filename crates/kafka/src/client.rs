@@ -52,6 +52,10 @@ pub(crate) fn consumer_config(settings: &Settings) -> ClientConfig {
     // end waits this long on the broker, and partitions that become fetchable meanwhile (resumed,
     // just restored, their queue drained) wait with it: 500 ms by default.
     c.set("fetch.wait.max.ms", "100");
+    // What librdkafka prefetches per partition queue (it stops fetching a partition at this
+    // much; the consumer thread reads a partition only while its task keeps up): 16 MiB rather
+    // than the 64 MiB default, as every partition has a queue of its own.
+    c.set("queued.max.messages.kbytes", "16384");
     c.set_log_level(RDKafkaLogLevel::Warning);
     for (k, v) in &settings.kafka {
         c.set(k, v);

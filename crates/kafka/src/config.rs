@@ -86,9 +86,9 @@ pub struct Settings {
     /// Events whose time is this far ahead of the wall clock go to the dead-letter topic
     /// (`far_future`): they would move stream time and time out every pending call.
     pub max_future_skew_ms: u64,
-    /// A partition is paused while this many of its messages wait to be processed.
+    /// A partition is not read while this many of its messages wait to be processed.
     pub max_inflight_messages: usize,
-    /// All partitions are paused while this many bytes of input wait to be processed.
+    /// No partition is read while this many bytes of input wait to be processed.
     pub max_inflight_bytes: usize,
     /// Upper bound for reading a changelog partition to its end.
     pub restore_timeout_ms: u64,
@@ -286,11 +286,11 @@ pub struct RunArgs {
     /// [default: 86400000]
     #[arg(long, env = "TOOLCALLS_MAX_FUTURE_SKEW_MS")]
     pub max_future_skew_ms: Option<u64>,
-    /// A partition is paused while this many of its messages wait; a pause drops what librdkafka
-    /// prefetched for it, so keep this well above one fetch [default: 100000]
+    /// A partition is not read while this many of its messages wait (librdkafka then stops
+    /// fetching it once its prefetch queue is full) [default: 100000]
     #[arg(long, env = "TOOLCALLS_MAX_INFLIGHT_MESSAGES")]
     pub max_inflight_messages: Option<usize>,
-    /// All partitions are paused while this many input bytes wait [default: 268435456]
+    /// No partition is read while this many input bytes wait [default: 268435456]
     #[arg(long, env = "TOOLCALLS_MAX_INFLIGHT_BYTES")]
     pub max_inflight_bytes: Option<usize>,
     /// Upper bound for reading a changelog partition to its end, in milliseconds [default: 120000]

@@ -13,37 +13,96 @@
 //! and sends [`ConsumerCmd::Activate`], which seeks to the committed offsets, routes messages to the
 //! partition task and resumes fetching — all on this thread, so no stale message slips through.
 //!
-//! Back-pressure: a partition whose task has too many messages waiting is paused, and resumed when
-//! the task has worked half of them off; all partitions pause while the input bytes waiting
-//! exceed the global cap.
+//! Back-pressure: once restored, a partition's two topics are read from partition queues of their
+//! own. A partition whose task has more than `max_inflight_messages` waiting (or every partition,
+//! while the input bytes waiting exceed `max_inflight_bytes`) is not read until the task works
+//! its input down — except a topic the task has nothing buffered of, which is read a burst at a
+//! time so the task's timestamp alignment can go on. librdkafka stops fetching a partition whose
+//! prefetch queue is full (`queued.max.messages.kbytes`), so nothing is paused and nothing
+//! fetched is thrown away.
 
 use crate::client::{log_to_tracing, record_lag};
 use crate::metrics::Metrics;
 use crate::partition::{BatchPool, InBatch};
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::consumer::base_consumer::PartitionQueue;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, RebalanceProtocol};
 use rdkafka::error::KafkaError;
-use rdkafka::message::Message;
+use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::statistics::Statistics;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::types::RDKafkaRespErr;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc as std_mpsc, Arc, Mutex};
+use std::sync::{mpsc as std_mpsc, Arc, Condvar, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
 
 /// Messages and bytes a partition task has not processed yet.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Inflight {
     pub messages: AtomicUsize,
     pub bytes: AtomicUsize,
-    /// The partition is paused for back-pressure: nothing more arrives until the task drains.
-    pub paused: AtomicBool,
+    /// Of `messages`, per input topic.
+    pub topic_messages: [AtomicUsize; 2],
+    /// The consumer thread holds the partition's input back (see [`run_consumer_loop`]); the task
+    /// wakes it as it works its input off.
+    pub throttled: AtomicBool,
     /// Per input topic: the consumer's last statistics showed every stable message of the
     /// partition delivered (false while unknown).
     pub caught_up: [AtomicBool; 2],
+    wake: Arc<Wake>,
+}
+
+impl Inflight {
+    pub fn new(wake: Arc<Wake>) -> Self {
+        Inflight {
+            messages: AtomicUsize::new(0),
+            bytes: AtomicUsize::new(0),
+            topic_messages: [AtomicUsize::new(0), AtomicUsize::new(0)],
+            throttled: AtomicBool::new(false),
+            caught_up: [AtomicBool::new(false), AtomicBool::new(false)],
+            wake,
+        }
+    }
+
+    /// The task applied `messages` (`per_topic` of each topic) of `bytes`.
+    pub fn taken(&self, messages: usize, bytes: usize, per_topic: [usize; 2]) {
+        self.messages.fetch_sub(messages, Ordering::AcqRel);
+        self.bytes.fetch_sub(bytes, Ordering::AcqRel);
+        for (count, n) in self.topic_messages.iter().zip(per_topic) {
+            count.fetch_sub(n, Ordering::AcqRel);
+        }
+        if self.throttled.load(Ordering::Acquire) {
+            self.wake.notify();
+        }
+    }
+}
+
+/// Wakes the consumer thread from its idle wait: a queue became non-empty, a task worked off
+/// input that was held back, or the coordinator sent a command.
+#[derive(Debug, Default)]
+pub(crate) struct Wake {
+    pending: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Wake {
+    pub fn notify(&self) {
+        *self.pending.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.cv.notify_one();
+    }
+
+    /// Returns when notified (since the last return) or after `timeout`.
+    fn wait(&self, timeout: Duration) {
+        let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut pending, _) = self
+            .cv
+            .wait_timeout_while(pending, timeout, |p| !*p)
+            .unwrap_or_else(|e| e.into_inner());
+        *pending = false;
+    }
 }
 
 /// Where the consumer thread delivers a partition's messages.
@@ -90,9 +149,6 @@ pub(crate) enum ConsumerCmd {
 #[derive(Default)]
 struct Routes {
     active: HashMap<i32, PartitionSink>,
-    /// Paused by back-pressure (not by restore).
-    throttled: HashSet<i32>,
-    all_throttled: bool,
 }
 
 pub(crate) struct ConsumerCtx {
@@ -101,6 +157,7 @@ pub(crate) struct ConsumerCtx {
     pub metrics: Metrics,
     /// How long a revocation waits for the coordinator.
     pub ack_timeout: Duration,
+    pub wake: Arc<Wake>,
     routes: Mutex<Routes>,
 }
 
@@ -116,6 +173,7 @@ impl ConsumerCtx {
             events,
             metrics,
             ack_timeout,
+            wake: Arc::new(Wake::default()),
             routes: Mutex::new(Routes::default()),
         }
     }
@@ -128,6 +186,14 @@ impl ConsumerCtx {
             }
         }
         tpl
+    }
+
+    /// 0 for the announce topic, 1 for the completion topic.
+    fn topic_index(&self, topic: &str) -> Option<u16> {
+        self.topics
+            .iter()
+            .position(|t| t == topic)
+            .map(|i| i as u16)
     }
 
     fn routes(&self) -> std::sync::MutexGuard<'_, Routes> {
@@ -190,7 +256,6 @@ impl ConsumerCtx {
             let mut routes = self.routes();
             for p in &partitions {
                 routes.active.remove(p);
-                routes.throttled.remove(p);
             }
         }
         let tpl = self.both(&partitions);
@@ -309,8 +374,21 @@ pub(crate) struct LoopConfig {
     pub batches: Arc<BatchPool>,
 }
 
+/// Messages read from one queue in a row before the thread moves on.
+const BURST: usize = 1024;
+/// The longest the thread idles without looking at its commands and queues (a command or a queue
+/// becoming non-empty wakes it at once).
+const IDLE_WAIT: Duration = Duration::from_millis(20);
+
 /// Runs the consumer until [`ConsumerCmd::Shutdown`] (or the command channel closes), then leaves
 /// the group (the revoke callback commits through the coordinator) and reports [`GroupEvent::Closed`].
+///
+/// An active partition's two topics are read from queues of their own (librdkafka's partition
+/// queues), so back-pressure needs no pause: a partition whose task has too much waiting is
+/// simply not read, and librdkafka stops fetching it once its prefetch queue is full. Pausing
+/// would throw the prefetched messages away and fetch them again on resume. Even then a topic the
+/// task has nothing buffered of is read, a burst at a time, so that the task's timestamp alignment
+/// (`align.rs`) always gets the other topic's head.
 pub(crate) fn run_consumer_loop(
     consumer: Arc<GroupConsumer>,
     commands: std_mpsc::Receiver<ConsumerCmd>,
@@ -318,19 +396,25 @@ pub(crate) fn run_consumer_loop(
 ) {
     let ctx = consumer.context().clone();
     let mut buffers: HashMap<i32, InBatch> = HashMap::new();
+    let mut queues: HashMap<i32, [PartitionQueue<ConsumerCtx>; 2]> = HashMap::new();
     'outer: loop {
+        let mut busy = false;
         loop {
             match commands.try_recv() {
                 Ok(ConsumerCmd::Activate {
                     partition,
                     offsets,
                     sink,
-                }) => activate(&consumer, &ctx, partition, offsets, sink, cfg.seek_timeout),
+                }) => {
+                    busy = true;
+                    if let Some(q) = activate(&consumer, &ctx, partition, offsets, sink, &cfg) {
+                        queues.insert(partition, q);
+                    }
+                }
                 Ok(ConsumerCmd::Deactivate { partition }) => {
-                    let mut routes = ctx.routes();
-                    routes.active.remove(&partition);
-                    routes.throttled.remove(&partition);
-                    drop(routes);
+                    busy = true;
+                    ctx.routes().active.remove(&partition);
+                    queues.remove(&partition);
                     if let Err(e) = consumer.pause(&ctx.both(&[partition])) {
                         tracing::warn!(partition, error = %e, "pausing a partition for a rewind failed");
                     }
@@ -341,36 +425,15 @@ pub(crate) fn run_consumer_loop(
                 Err(std_mpsc::TryRecvError::Empty) => break,
             }
         }
-        // Poll a burst: block briefly for the first message, then take what is already there.
-        let mut timeout = Duration::from_millis(20);
-        for _ in 0..2048 {
-            match consumer.poll(timeout) {
+        // The group queue: rebalance callbacks, errors, and messages of partitions not (yet)
+        // read from queues of their own.
+        for _ in 0..BURST {
+            match consumer.poll(Duration::ZERO) {
                 Some(Ok(m)) => {
-                    timeout = Duration::ZERO;
-                    let topic = if m.topic() == ctx.topics[0] {
-                        0
-                    } else if m.topic() == ctx.topics[1] {
-                        1
-                    } else {
-                        continue;
-                    };
-                    let partition = m.partition();
-                    let batch = buffers
-                        .entry(partition)
-                        .or_insert_with(|| cfg.batches.take(partition));
-                    let len = m.key().map_or(0, <[u8]>::len) + m.payload().map_or(0, <[u8]>::len);
-                    if !batch.has_room(len) {
-                        // Full: hand it over now and go on in a fresh one.
-                        let full = std::mem::replace(batch, cfg.batches.take(partition));
-                        send_batch(&ctx.routes(), partition, full);
+                    busy = true;
+                    if let Some(topic) = ctx.topic_index(m.topic()) {
+                        take(&ctx, &cfg, &mut buffers, m.partition(), topic, &m);
                     }
-                    batch.push(
-                        topic,
-                        m.offset(),
-                        m.timestamp().to_millis(),
-                        m.key(),
-                        m.payload(),
-                    );
                 }
                 Some(Err(KafkaError::PartitionEOF(_))) => {}
                 Some(Err(e)) => {
@@ -380,12 +443,65 @@ pub(crate) fn run_consumer_loop(
                 None => break,
             }
         }
+        // Partitions revoked or lost inside `poll` lose their queues.
+        let sinks: Vec<(i32, Arc<Inflight>)> = {
+            let routes = ctx.routes();
+            queues.retain(|p, _| routes.active.contains_key(p));
+            routes
+                .active
+                .iter()
+                .map(|(p, s)| (*p, s.inflight.clone()))
+                .collect()
+        };
+        let total_bytes: usize = sinks
+            .iter()
+            .map(|(_, f)| f.bytes.load(Ordering::Acquire))
+            .sum();
+        let over_bytes = total_bytes > cfg.max_inflight_bytes;
+        let mut throttled = 0;
+        for (p, inflight) in &sinks {
+            let Some(qs) = queues.get(p) else { continue };
+            let waiting = inflight.messages.load(Ordering::Acquire);
+            let room = cfg.max_inflight_messages.saturating_sub(waiting);
+            let over = over_bytes || room == 0;
+            inflight.throttled.store(over, Ordering::Release);
+            throttled += i64::from(over);
+            for (t, q) in qs.iter().enumerate() {
+                // Up to the partition's room; when there is none, a topic the task has nothing
+                // of still gets a burst, so the task's alignment can go on.
+                let allowed = if !over {
+                    room
+                } else if inflight.topic_messages[t].load(Ordering::Acquire) == 0 {
+                    cfg.max_inflight_messages
+                } else {
+                    0
+                };
+                for _ in 0..allowed.min(BURST) {
+                    match q.poll(Duration::ZERO) {
+                        Some(Ok(m)) => {
+                            busy = true;
+                            take(&ctx, &cfg, &mut buffers, *p, t as u16, &m);
+                        }
+                        Some(Err(KafkaError::PartitionEOF(_))) => {}
+                        Some(Err(e)) => {
+                            tracing::warn!(partition = p, error = %e, "consume error");
+                            break;
+                        }
+                        None => break,
+                    }
+                }
+            }
+        }
+        ctx.metrics.partitions_paused.set(throttled);
         dispatch(&ctx, &mut buffers);
-        apply_backpressure(&consumer, &ctx, &cfg);
+        if !busy {
+            ctx.wake.wait(IDLE_WAIT);
+        }
     }
     // Leave the group: close_queue makes librdkafka revoke everything through the callback.
     tracing::info!("consumer leaving the group");
     dispatch(&ctx, &mut buffers);
+    drop(queues);
     match consumer.close_queue() {
         Ok(()) => {
             let deadline = std::time::Instant::now() + cfg.close_timeout;
@@ -398,14 +514,41 @@ pub(crate) fn run_consumer_loop(
     let _ = ctx.events.send(GroupEvent::Closed);
 }
 
+/// Copies message `m` into its partition's batch, handing the batch over first when it is full.
+fn take(
+    ctx: &ConsumerCtx,
+    cfg: &LoopConfig,
+    buffers: &mut HashMap<i32, InBatch>,
+    partition: i32,
+    topic: u16,
+    m: &BorrowedMessage<'_>,
+) {
+    let batch = buffers
+        .entry(partition)
+        .or_insert_with(|| cfg.batches.take(partition));
+    let len = m.key().map_or(0, <[u8]>::len) + m.payload().map_or(0, <[u8]>::len);
+    if !batch.has_room(len) {
+        // Full: hand it over now and go on in a fresh one.
+        let full = std::mem::replace(batch, cfg.batches.take(partition));
+        send_batch(&ctx.routes(), partition, full);
+    }
+    batch.push(
+        topic,
+        m.offset(),
+        m.timestamp().to_millis(),
+        m.key(),
+        m.payload(),
+    );
+}
+
 fn activate(
-    consumer: &GroupConsumer,
+    consumer: &Arc<GroupConsumer>,
     ctx: &ConsumerCtx,
     partition: i32,
     offsets: [Offset; 2],
     sink: PartitionSink,
-    timeout: Duration,
-) {
+    cfg: &LoopConfig,
+) -> Option<[PartitionQueue<ConsumerCtx>; 2]> {
     let mut tpl = TopicPartitionList::new();
     for (topic, offset) in ctx.topics.iter().zip(offsets) {
         if let Err(e) = tpl.add_partition_offset(topic, partition, offset) {
@@ -418,9 +561,28 @@ fn activate(
         .unwrap_or(false)
     {
         tracing::info!(partition, "partition no longer assigned, not activating it");
-        return;
+        return None;
     }
-    match consumer.seek_partitions(tpl, timeout) {
+    // Queues of its own before anything is fetched from the seek position on; until now the
+    // partition was paused and its messages (dropped unrouted) went to the group queue.
+    let queues = ctx.topics.iter().map(|topic| {
+        consumer
+            .split_partition_queue(topic, partition)
+            .map(|mut q| {
+                let wake = ctx.wake.clone();
+                q.set_nonempty_callback(move || wake.notify());
+                q
+            })
+    });
+    let queues: Option<Vec<_>> = queues.collect();
+    let queues = queues.and_then(|q| <[_; 2]>::try_from(q).ok());
+    if queues.is_none() {
+        tracing::warn!(
+            partition,
+            "no partition queues; reading the partition from the group queue"
+        );
+    }
+    match consumer.seek_partitions(tpl, cfg.seek_timeout) {
         Ok(result) => {
             for e in result.elements() {
                 if let Err(err) = e.error() {
@@ -435,6 +597,7 @@ fn activate(
         tracing::warn!(partition, error = %e, "resuming a restored partition failed");
     }
     tracing::info!(partition, announce = ?offsets[0], completion = ?offsets[1], "partition restored and resumed");
+    queues
 }
 
 fn dispatch(ctx: &ConsumerCtx, buffers: &mut HashMap<i32, InBatch>) {
@@ -459,68 +622,17 @@ fn send_batch(routes: &Routes, partition: i32, batch: InBatch) {
         .messages
         .fetch_add(batch.len(), Ordering::AcqRel);
     sink.inflight.bytes.fetch_add(size, Ordering::AcqRel);
+    for (count, n) in sink
+        .inflight
+        .topic_messages
+        .iter()
+        .zip(batch.topic_counts())
+    {
+        count.fetch_add(n, Ordering::AcqRel);
+    }
     if sink.tx.send(batch).is_err() {
         tracing::debug!(partition, "partition task gone, dropping its messages");
     }
-}
-
-fn apply_backpressure(consumer: &GroupConsumer, ctx: &ConsumerCtx, cfg: &LoopConfig) {
-    let mut routes = ctx.routes();
-    let total_bytes: usize = routes
-        .active
-        .values()
-        .map(|s| s.inflight.bytes.load(Ordering::Acquire))
-        .sum();
-    let over_bytes = total_bytes > cfg.max_inflight_bytes;
-    let under_bytes = total_bytes <= cfg.max_inflight_bytes / 2;
-    let mut pause = Vec::new();
-    let mut resume = Vec::new();
-    for (p, sink) in &routes.active {
-        let waiting = sink.inflight.messages.load(Ordering::Acquire);
-        let throttled = routes.throttled.contains(p);
-        if !throttled && (waiting > cfg.max_inflight_messages || over_bytes) {
-            pause.push(*p);
-        } else if throttled
-            && waiting <= cfg.max_inflight_messages / 2
-            && (under_bytes || !routes.all_throttled)
-        {
-            resume.push(*p);
-        }
-    }
-    if over_bytes {
-        routes.all_throttled = true;
-    } else if under_bytes {
-        routes.all_throttled = false;
-    }
-    if !pause.is_empty() {
-        if let Err(e) = consumer.pause(&ctx.both(&pause)) {
-            tracing::warn!(error = %e, "pausing for back-pressure failed");
-        } else {
-            tracing::debug!(partitions = ?pause, total_bytes, "back-pressure, partitions paused");
-            for p in &pause {
-                if let Some(sink) = routes.active.get(p) {
-                    sink.inflight.paused.store(true, Ordering::Release);
-                }
-            }
-            routes.throttled.extend(pause);
-        }
-    }
-    if !resume.is_empty() {
-        if let Err(e) = consumer.resume(&ctx.both(&resume)) {
-            tracing::warn!(error = %e, "resuming after back-pressure failed");
-        } else {
-            tracing::debug!(partitions = ?resume, "back-pressure relieved, partitions resumed");
-            for p in resume {
-                if let Some(sink) = routes.active.get(&p) {
-                    sink.inflight.paused.store(false, Ordering::Release);
-                }
-                routes.throttled.remove(&p);
-            }
-        }
-    }
-    ctx.metrics
-        .partitions_paused
-        .set(routes.throttled.len() as i64);
 }
 
 #[cfg(test)]

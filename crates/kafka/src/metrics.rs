@@ -123,7 +123,7 @@ impl Metrics {
             restore_records: counter(r, "toolcalls_restore_records_total", "Changelog records read while restoring."),
             produce_errors: counter(r, "toolcalls_output_produce_errors_total", "Failed produce requests (records, changelog, dead letters)."),
             partitions_assigned: gauge(r, "toolcalls_group_partitions_assigned", "Input partitions (of the announce topic) owned by this instance."),
-            partitions_paused: gauge(r, "toolcalls_consumer_partitions_paused", "Partitions paused by back-pressure."),
+            partitions_paused: gauge(r, "toolcalls_consumer_partitions_paused", "Partitions whose input is held back by back-pressure."),
             ready: gauge(r, "toolcalls_ready", "1 when every assigned partition is restored and processing."),
             build_info: gauge_vec(r, "toolcalls_build_info", "Build information (always 1).", &["version"]),
         };

@@ -152,6 +152,12 @@ impl InBatch {
         self.msgs.len()
     }
 
+    /// Messages per input topic.
+    pub fn topic_counts(&self) -> [usize; 2] {
+        let completions = self.msgs.iter().filter(|m| m.topic == 1).count();
+        [self.msgs.len() - completions, completions]
+    }
+
     /// Bytes counted against `max_inflight_bytes`: keys, payloads and a fixed overhead per message.
     pub fn size(&self) -> usize {
         self.data.len() + MSG_OVERHEAD * self.msgs.len()
@@ -597,7 +603,7 @@ impl PartitionTask {
             // a checkpoint commits, so this ends with the commit).
             let held_full = self.holding
                 && self.env.held_bytes.load(Ordering::Acquire) >= self.env.max_held_bytes;
-            let next = input.next(Instant::now(), self.paused(), self.caught_up());
+            let next = input.next(Instant::now(), self.caught_up());
             let ready = !held_full && matches!(next, Next::Apply(_));
             let wake = match next {
                 Next::WaitUntil(t) if !held_full => Some(t),
@@ -749,12 +755,13 @@ impl PartitionTask {
     async fn apply_chunk(&mut self, input: &mut Aligner) -> Result<(), Poisoned> {
         let start = Instant::now();
         self.clock_ms = now_ms();
-        let (paused, caught_up) = (self.paused(), self.caught_up());
+        let caught_up = self.caught_up();
         let mut applied = false;
         let (mut messages, mut bytes) = (0, 0);
+        let mut per_topic = [0usize; 2];
         let mut result = Ok(());
         while messages < CHUNK {
-            let Next::Apply(at) = input.next(start, paused, caught_up) else {
+            let Next::Apply(at) = input.next(start, caught_up) else {
                 break;
             };
             let m = input.get(at);
@@ -763,6 +770,7 @@ impl PartitionTask {
             }
             bytes += input.size(at);
             messages += 1;
+            per_topic[usize::from(m.topic.min(1))] += 1;
             let step = self.handle(m).await;
             input.pop(at);
             match step {
@@ -777,18 +785,12 @@ impl PartitionTask {
             self.anchor = Instant::now();
             self.idle_since_tick = false;
         }
-        self.inflight.messages.fetch_sub(messages, Ordering::AcqRel);
-        self.inflight.bytes.fetch_sub(bytes, Ordering::AcqRel);
+        self.inflight.taken(messages, bytes, per_topic);
         self.env
             .metrics
             .batch_duration
             .observe(start.elapsed().as_secs_f64());
         result
-    }
-
-    /// The partition is paused for back-pressure (see [`crate::align`]).
-    fn paused(&self) -> bool {
-        self.inflight.paused.load(Ordering::Acquire)
     }
 
     /// Per input topic: the consumer saw everything delivered (see [`crate::align`]).

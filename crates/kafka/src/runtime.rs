@@ -176,11 +176,13 @@ pub async fn start(settings: Settings, registry: Registry) -> Result<Running, Er
     ];
     let ack_timeout = Duration::from_millis(settings.kafka_timeout_ms.saturating_mul(2));
     let ctx = ConsumerCtx::new(topics.clone(), events_tx, metrics.clone(), ack_timeout);
-    let consumer: Arc<GroupConsumer> = Arc::new(
-        consumer_config(&settings)
-            .create_with_context(ctx)
-            .map_err(|e| Error::kafka("creating the consumer", e))?,
-    );
+    let wake = ctx.wake.clone();
+    let mut consumer: GroupConsumer = consumer_config(&settings)
+        .create_with_context(ctx)
+        .map_err(|e| Error::kafka("creating the consumer", e))?;
+    // Rebalances and messages on the group queue wake the consumer thread from its idle wait.
+    consumer.set_nonempty_callback(move || wake.notify());
+    let consumer = Arc::new(consumer);
     consumer
         .subscribe(&[settings.topics.announce.as_str()])
         .map_err(|e| Error::kafka("subscribing", e))?;
@@ -425,7 +427,7 @@ impl Coordinator {
         // that a checkpoint is served ahead of the queued input.
         let (tx, rx) = mpsc::unbounded_channel();
         let (data_tx, data_rx) = mpsc::unbounded_channel::<InBatch>();
-        let inflight = Arc::new(Inflight::default());
+        let inflight = Arc::new(Inflight::new(self.consumer.context().wake.clone()));
         let task = PartitionTask::new(
             partition,
             restored.correlator,

@@ -72,11 +72,24 @@ fn correlate(s: &toolcalls_kafka::config::Settings, events: &[&Event]) -> BTreeS
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_two_topics_are_applied_in_timestamp_order() {
-    let mut s = settings("align");
+    timestamp_order(settings("align")).await;
+}
+
+/// Back-pressure holds a partition's input back without giving up the order: with room for a
+/// handful of messages per partition, the topic the task waits for is still read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn back_pressure_keeps_timestamp_order() {
+    let mut s = settings("align-bp");
+    s.max_inflight_messages = 8;
+    s.max_inflight_bytes = 4096;
+    timestamp_order(s).await;
+}
+
+async fn timestamp_order(mut s: toolcalls_kafka::config::Settings) {
     // Long enough that only the input itself (or the consumer's statistics) ends a wait.
     s.align_wait_ms = 60_000;
     create_topics(&s, 1).await;
-    let events = repeated_calls("align", 4, 50);
+    let events = repeated_calls(&s.group, 4, 50);
 
     // The order matters: applied topic by topic, the records differ.
     let in_order = correlate(&s, &events.iter().collect::<Vec<_>>());
