@@ -407,9 +407,14 @@ pub struct Correlator {
     /// Live entries by record id, for the query API.
     by_record: HashTable<u64>,
     hs: Hasher,
-    /// Entries changed since the last `take_changelog`, with the position that last changed them;
-    /// `None` when the changelog is off (the embedded mode).
-    dirty: Option<BTreeMap<u64, Position>>,
+    /// Entries changed since the last `take_changelog`, with the position that changed them, in
+    /// the order of the changes (an entry may appear more than once; the last one counts);
+    /// `None` when the changelog is off (the embedded mode). A log rather than a map: a change
+    /// costs a push, and `take_changelog` sorts once.
+    dirty: Option<Vec<(u64, Position)>>,
+    /// The partition-wide entry changed since the last `take_changelog` (every event changes
+    /// it), at this position; kept apart from `dirty` so it costs nothing per event.
+    meta_dirty: Option<Position>,
     /// Position of the event being applied (or the last one, during a punctuation).
     pos: Position,
     /// The estimate of [`live_bytes`] summed over the pending entries.
@@ -451,7 +456,8 @@ impl Correlator {
             timers: BTreeSet::new(),
             by_record: HashTable::new(),
             hs: Hasher::default(),
-            dirty: Some(BTreeMap::new()),
+            dirty: Some(Vec::new()),
+            meta_dirty: None,
             pos: Position::default(),
             pending_bytes: 0,
             pending_calls: 0,
@@ -462,6 +468,7 @@ impl Correlator {
     pub fn without_changelog(config: Config) -> Self {
         Correlator {
             dirty: None,
+            meta_dirty: None,
             ..Correlator::new(config)
         }
     }
@@ -609,9 +616,16 @@ impl Correlator {
         let Some(dirty) = self.dirty.as_mut() else {
             return Vec::new();
         };
-        let dirty = std::mem::take(dirty);
+        // Stable: of an entry's changes, the last stays last.
+        dirty.sort_by_key(|&(seq, _)| seq);
+        let mut dirty = std::mem::take(dirty);
+        // The partition-wide entry sorts last.
+        dirty.extend(self.meta_dirty.take().map(|pos| (META_SEQ, pos)));
         let mut ops = Vec::with_capacity(dirty.len());
-        for (seq, pos) in dirty {
+        for (i, &(seq, pos)) in dirty.iter().enumerate() {
+            if dirty.get(i + 1).is_some_and(|&(next, _)| next == seq) {
+                continue;
+            }
             let (key, value) = if seq == META_SEQ {
                 let meta = Meta {
                     stream_time: self.stream_time,
@@ -755,6 +769,7 @@ impl Correlator {
         if let Some(d) = c.dirty.as_mut() {
             d.clear();
         }
+        c.meta_dirty = None;
         Ok(c)
     }
 
@@ -1815,8 +1830,12 @@ impl Correlator {
     }
 
     fn touch(&mut self, seq: u64) {
-        if let Some(d) = self.dirty.as_mut() {
-            d.insert(seq, self.pos);
+        if seq == META_SEQ {
+            if self.dirty.is_some() {
+                self.meta_dirty = Some(self.pos);
+            }
+        } else if let Some(d) = self.dirty.as_mut() {
+            d.push((seq, self.pos));
         }
     }
 

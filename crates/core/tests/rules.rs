@@ -609,6 +609,21 @@ fn changelog_restore_continues_where_it_stopped() {
     let ops = h.c.take_changelog();
     assert!(ops.iter().any(|op| op.key == "meta"));
     assert!(ops.iter().all(|op| op.pos <= Position::new(0, 4)));
+    // One op per entry, in key order (the partition-wide entry last), each at the position of the
+    // last event that changed it: the announce and the result of c changed one entry.
+    let keys: Vec<&str> = ops.iter().map(|op| op.key.as_str()).collect();
+    let seqs: Vec<u64> = keys.iter().filter_map(|k| k.parse().ok()).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{keys:?}");
+    assert_eq!(keys.last(), Some(&"meta"));
+    assert_eq!(ops.len(), seqs.len() + 1);
+    let last = ops.last().unwrap().pos;
+    assert_eq!(last, Position::new(0, 4), "meta: the last event");
+    assert_eq!(
+        ops.iter().filter(|op| op.pos == Position::new(0, 4)).count(),
+        2,
+        "c's entry and meta were last changed by c's result: {ops:?}"
+    );
+    assert!(h.c.take_changelog().is_empty(), "taken once");
     let latest: Vec<(String, Vec<u8>)> = ops
         .into_iter()
         .filter_map(|op| Some((op.key, op.value?)))
