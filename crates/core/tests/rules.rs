@@ -619,7 +619,9 @@ fn changelog_restore_continues_where_it_stopped() {
     let last = ops.last().unwrap().pos;
     assert_eq!(last, Position::new(0, 4), "meta: the last event");
     assert_eq!(
-        ops.iter().filter(|op| op.pos == Position::new(0, 4)).count(),
+        ops.iter()
+            .filter(|op| op.pos == Position::new(0, 4))
+            .count(),
         2,
         "c's entry and meta were last changed by c's result: {ops:?}"
     );
