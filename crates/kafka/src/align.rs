@@ -42,6 +42,23 @@ pub(crate) struct At {
     index: u32,
 }
 
+/// Messages `next..end` of batch `batch`, all of one topic (of both, in arrival order).
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    batch: u64,
+    next: u32,
+    end: u32,
+}
+
+impl Run {
+    fn head(&self) -> At {
+        At {
+            batch: self.batch,
+            index: self.next,
+        }
+    }
+}
+
 /// What the aligner says about the next message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Next {
@@ -58,8 +75,10 @@ pub(crate) struct Aligner {
     slots: VecDeque<Slot>,
     /// Sequence number of `slots[0]`.
     first: u64,
-    /// Messages not yet applied, per topic (0 announce, 1 completion), in offset order.
-    queues: [VecDeque<At>; 2],
+    /// Messages not yet applied, per topic (0 announce, 1 completion), in offset order, as runs of
+    /// one batch's consecutive messages of that topic (a burst of a topic is one run, so a queue
+    /// stays short however much is buffered).
+    queues: [VecDeque<Run>; 2],
     /// Newest timestamp each topic delivered, and when it last delivered (wall clock).
     newest: [Option<i64>; 2],
     seen_at: [Instant; 2],
@@ -90,26 +109,46 @@ impl Aligner {
             self.seen_at = [now; 2];
         }
         let seq = self.first + self.slots.len() as u64;
-        let mut arrival = Vec::new();
-        for i in 0..batch.len() {
-            let (topic, ts) = batch.order_key(i);
-            let t = usize::from(topic.min(1));
-            let at = At {
+        let n = batch.len() as u32;
+        if self.wait.is_zero() && n > 0 {
+            // Arrival order: one queue keeps the batch's order across both topics.
+            self.queues[0].push_back(Run {
                 batch: seq,
-                index: i as u32,
-            };
-            if self.wait.is_zero() {
-                // Arrival order: one queue keeps the batch's order across both topics.
-                arrival.push(at);
-            } else {
-                self.queues[t].push_back(at);
+                next: 0,
+                end: n,
+            });
+        }
+        let mut run: Option<(usize, u32)> = None;
+        for i in 0..n {
+            let (topic, ts) = batch.order_key(i as usize);
+            let t = usize::from(topic.min(1));
+            if !self.wait.is_zero() {
+                match run {
+                    Some((rt, _)) if rt == t => {}
+                    _ => {
+                        if let Some((rt, start)) = run {
+                            self.queues[rt].push_back(Run {
+                                batch: seq,
+                                next: start,
+                                end: i,
+                            });
+                        }
+                        run = Some((t, i));
+                    }
+                }
             }
             if let Some(ts) = ts {
                 self.newest[t] = Some(self.newest[t].map_or(ts, |n| n.max(ts)));
             }
             self.seen_at[t] = now;
         }
-        self.queues[0].extend(arrival);
+        if let Some((rt, start)) = run {
+            self.queues[rt].push_back(Run {
+                batch: seq,
+                next: start,
+                end: n,
+            });
+        }
         let left = batch.len();
         self.slots.push_back(Slot { batch, left });
     }
@@ -117,7 +156,11 @@ impl Aligner {
     /// Messages buffered and not applied.
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.queues[0].len() + self.queues[1].len()
+        self.queues
+            .iter()
+            .flatten()
+            .map(|r| (r.end - r.next) as usize)
+            .sum()
     }
 
     fn timestamp(&self, at: At) -> i64 {
@@ -131,17 +174,20 @@ impl Aligner {
     /// The next message to apply. `caught_up`: per topic, the consumer's statistics show
     /// everything delivered.
     pub fn next(&self, now: Instant, caught_up: [bool; 2]) -> Next {
-        let heads = [self.queues[0].front(), self.queues[1].front()];
+        let heads = [
+            self.queues[0].front().map(Run::head),
+            self.queues[1].front().map(Run::head),
+        ];
         match heads {
             [None, None] => Next::Empty,
-            [Some(&a), Some(&c)] => {
+            [Some(a), Some(c)] => {
                 if self.timestamp(c) < self.timestamp(a) {
                     Next::Apply(c)
                 } else {
                     Next::Apply(a)
                 }
             }
-            [Some(&head), None] | [None, Some(&head)] => {
+            [Some(head), None] | [None, Some(head)] => {
                 let empty = usize::from(heads[1].is_none());
                 if self.wait.is_zero() || caught_up[empty] {
                     return Next::Apply(head);
@@ -183,8 +229,14 @@ impl Aligner {
         } else {
             usize::from(slot.batch.order_key(at.index as usize).0.min(1))
         };
-        let popped = self.queues[topic].pop_front();
-        debug_assert_eq!(popped, Some(at), "messages are applied in queue order");
+        let queue = &mut self.queues[topic];
+        if let Some(run) = queue.front_mut() {
+            debug_assert_eq!(run.head(), at, "messages are applied in queue order");
+            run.next += 1;
+            if run.next == run.end {
+                queue.pop_front();
+            }
+        }
         slot.left -= 1;
     }
 
