@@ -287,6 +287,12 @@ struct Coordinator {
 }
 
 impl Coordinator {
+    /// Sends a command to the consumer thread and wakes it from its idle wait.
+    fn command(&self, cmd: ConsumerCmd) {
+        let _ = self.commands.send(cmd);
+        self.consumer.context().wake.notify();
+    }
+
     async fn run(
         mut self,
         mut events: mpsc::UnboundedReceiver<GroupEvent>,
@@ -305,7 +311,7 @@ impl Coordinator {
                 _ = &mut shutdown, if !shutting_down => {
                     shutting_down = true;
                     tracing::info!("shutting down: committing and leaving the group");
-                    let _ = self.commands.send(ConsumerCmd::Shutdown);
+                    self.command(ConsumerCmd::Shutdown);
                 }
                 event = events.recv() => match event {
                     None | Some(GroupEvent::Closed) => break Ok(()),
@@ -443,7 +449,7 @@ impl Coordinator {
         };
         self.parts
             .insert(partition, Part::Active { tx, task: handle });
-        let _ = self.commands.send(ConsumerCmd::Activate {
+        self.command(ConsumerCmd::Activate {
             partition,
             offsets: restored.seek,
             sink,
@@ -581,9 +587,7 @@ impl Coordinator {
             .inc();
         let partitions: Vec<i32> = self.parts.keys().copied().collect();
         for p in &partitions {
-            let _ = self
-                .commands
-                .send(ConsumerCmd::Deactivate { partition: *p });
+            self.command(ConsumerCmd::Deactivate { partition: *p });
         }
         self.stop_partitions(&partitions).await;
         let producer = self.producer.clone();

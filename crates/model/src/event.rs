@@ -413,6 +413,46 @@ impl DecodeError {
     }
 }
 
+/// The `kind` field as sent: a known kind is read without allocating; an unknown name is kept for
+/// the error that names it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum KindName {
+    Known(EventKind),
+    Unknown(String),
+}
+
+impl KindName {
+    fn as_str(&self) -> &str {
+        match self {
+            KindName::Known(k) => k.as_str(),
+            KindName::Unknown(name) => name,
+        }
+    }
+}
+
+impl Serialize for KindName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for KindName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = KindName;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<KindName, E> {
+                Ok(EventKind::parse(name)
+                    .map_or_else(|| KindName::Unknown(name.to_owned()), KindName::Known))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
 /// The flat wire shape: every field of every kind, all optional. Decoding goes through it so that
 /// errors can name the field and the kind; encoding too, so both directions share one field list.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -429,7 +469,7 @@ pub(crate) struct RawEvent {
         deserialize_with = "present",
         skip_serializing_if = "Option::is_none"
     )]
-    pub kind: Option<String>,
+    pub kind: Option<KindName>,
     #[serde(
         default,
         deserialize_with = "present",
@@ -612,7 +652,7 @@ impl TryFrom<RawEvent> for Event {
     type Error = DecodeError;
 
     fn try_from(raw: RawEvent) -> Result<Self, DecodeError> {
-        let kind_name = raw.kind.as_deref();
+        let kind_name = raw.kind.as_ref().map(KindName::as_str);
         let v = raw.v.as_ref().ok_or(DecodeError::MissingField {
             kind: kind_name
                 .and_then(EventKind::parse)
@@ -622,10 +662,14 @@ impl TryFrom<RawEvent> for Event {
         if v.as_u64() != Some(u64::from(WIRE_VERSION)) {
             return Err(DecodeError::UnsupportedVersion(v.to_string()));
         }
-        let kind_name = raw.kind.as_deref().ok_or(DecodeError::MissingField {
-            kind: "v1",
-            field: "kind",
-        })?;
+        let kind_name =
+            raw.kind
+                .as_ref()
+                .map(KindName::as_str)
+                .ok_or(DecodeError::MissingField {
+                    kind: "v1",
+                    field: "kind",
+                })?;
         let kind = EventKind::parse(kind_name)
             .ok_or_else(|| DecodeError::UnknownKind(kind_name.chars().take(64).collect()))?;
         let k = kind.as_str();
@@ -833,7 +877,7 @@ impl From<Event> for RawEvent {
     fn from(e: Event) -> RawEvent {
         let mut raw = RawEvent {
             v: Some(WIRE_VERSION.into()),
-            kind: Some(e.kind().as_str().to_owned()),
+            kind: Some(KindName::Known(e.kind())),
             source: Some(e.source.0),
             session: Some(e.session.0),
             thread: e.thread.map(|t| t.0),
