@@ -8,7 +8,7 @@
 //!
 //! - **Consumer thread** ([`consumer`](crate::consumer)): one OS thread polls the group consumer,
 //!   turns rebalance callbacks into messages for the coordinator (a revocation waits for its
-//!   acknowledgement), routes messages to partition tasks and pauses partitions under back-pressure.
+//!   acknowledgement), routes messages to partition tasks and holds back a partition whose task is behind.
 //!   The group forms on the announce topic; completion partition `p` follows announce partition `p`.
 //! - **Partition tasks**: one tokio task per assigned partition owns its correlator — no locks on
 //!   the hot path. Decode, validate, correlate, produce.
