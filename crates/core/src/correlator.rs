@@ -415,6 +415,10 @@ pub struct Correlator {
     /// The partition-wide entry changed since the last `take_changelog` (every event changes
     /// it), at this position; kept apart from `dirty` so it costs nothing per event.
     meta_dirty: Option<Position>,
+    /// Entries numbered from here on were never offered to the changelog (they were made after
+    /// the last `take_changelog`): one that is gone again needs no tombstone, its key holds
+    /// nothing. Most calls open and close between two checkpoints.
+    unwritten_from: u64,
     /// Position of the event being applied (or the last one, during a punctuation).
     pos: Position,
     /// The estimate of [`live_bytes`] summed over the pending entries.
@@ -458,6 +462,7 @@ impl Correlator {
             hs: Hasher::default(),
             dirty: Some(Vec::new()),
             meta_dirty: None,
+            unwritten_from: 0,
             pos: Position::default(),
             pending_bytes: 0,
             pending_calls: 0,
@@ -609,7 +614,9 @@ impl Correlator {
     // ---------------------------------------------------------------------------------------------
     // Changelog
 
-    /// The entries changed since the last call, in key order, with their current value.
+    /// The entries changed since the last call, in key order, with their current value; an entry
+    /// that is gone has a tombstone (`value: None`) — unless it was made after the last call, so
+    /// that its key was never written.
     ///
     /// Returns nothing when the correlator was made [`without_changelog`](Self::without_changelog).
     pub fn take_changelog(&mut self) -> Vec<ChangelogOp> {
@@ -651,13 +658,31 @@ impl Correlator {
                         scope: &self.scopes.get(closed.scope).key,
                         closed,
                     })),
+                    (None, None) if seq >= self.unwritten_from => continue,
                     (None, None) => None,
                 };
                 (seq.to_string(), value)
             };
             ops.push(ChangelogOp { key, value, pos });
         }
+        self.unwritten_from = self.next_seq;
         ops
+    }
+
+    /// The entry number a changelog key stands for; `None` for the partition-wide entry and for
+    /// keys this program does not write.
+    pub fn changelog_key_seq(key: &str) -> Option<u64> {
+        key.parse().ok().filter(|&seq| seq != META_SEQ)
+    }
+
+    /// Numbers new entries from `next` on (at least), and never writes a tombstone for a number
+    /// below it. For the restore: a changelog read on a broker that shows aborted transactions to
+    /// `read_committed` readers holds keys the restored state leaves out (written by batches
+    /// whose offsets never committed); new entries must not take those keys, or a tombstone left
+    /// out (see [`take_changelog`](Self::take_changelog)) would leave such a value standing.
+    pub fn reserve_seqs(&mut self, next: u64) {
+        self.next_seq = self.next_seq.max(next);
+        self.unwritten_from = self.next_seq;
     }
 
     /// Rebuilds a correlator from the latest value of every changelog key (tombstoned keys left
@@ -770,6 +795,7 @@ impl Correlator {
             d.clear();
         }
         c.meta_dirty = None;
+        c.unwritten_from = c.next_seq;
         Ok(c)
     }
 

@@ -659,6 +659,85 @@ fn changelog_restore_continues_where_it_stopped() {
 }
 
 #[test]
+fn an_entry_born_and_gone_between_checkpoints_writes_no_tombstone() {
+    let mut h = Harness::new();
+    let seqs = |ops: &[toolcalls_core::ChangelogOp]| -> Vec<(u64, bool)> {
+        ops.iter()
+            .filter_map(|op| Some((Correlator::changelog_key_seq(&op.key)?, op.value.is_some())))
+            .collect()
+    };
+    // An id-less call that opens and closes before the checkpoint: nothing of it was ever
+    // written, so nothing of it is written now (only the partition-wide entry).
+    h.apply(ev("s").at(0).announce("A", json!({"n": 1})));
+    h.apply(ev("s").at(1).done_tool("A", json!(1)));
+    let ops = h.c.take_changelog();
+    assert_eq!(seqs(&ops), [], "{ops:?}");
+    assert_eq!(ops.len(), 1);
+    // One still pending at the checkpoint is written; once it closes, its tombstone follows.
+    h.apply(ev("s").at(2).announce("B", json!({"n": 2})));
+    let written = seqs(&h.c.take_changelog());
+    assert_eq!(written.len(), 1);
+    assert!(written[0].1, "a value");
+    h.apply(ev("s").at(3).done_tool("B", json!(2)));
+    assert_eq!(seqs(&h.c.take_changelog()), [(written[0].0, false)]);
+    // A call with an id is remembered once closed (for repeats): that entry is written.
+    h.apply(ev("s").id("c").at(4).announce("C", json!({})));
+    h.apply(ev("s").id("c").at(5).done(json!(0)));
+    let remembered = seqs(&h.c.take_changelog());
+    assert_eq!(remembered.len(), 1);
+    assert!(remembered[0].1 && remembered[0].0 > written[0].0);
+    assert_eq!(h.take().len(), 3);
+}
+
+#[test]
+fn reserved_sequence_numbers_are_never_taken_by_new_entries() {
+    // A restore leaves out entries of batches that never committed, but on some brokers their
+    // values stay readable under their keys; new entries are numbered past them.
+    let mut h = Harness::new();
+    h.apply(ev("s").at(0).announce("A", json!({})));
+    let ops = h.c.take_changelog();
+    let latest: Vec<(String, Vec<u8>)> = ops
+        .into_iter()
+        .filter_map(|op| Some((op.key, op.value?)))
+        .collect();
+    let first = latest
+        .iter()
+        .find_map(|(k, _)| Correlator::changelog_key_seq(k))
+        .unwrap();
+    let mut restored = Correlator::restore(config(), latest).unwrap();
+    restored.reserve_seqs(first + 100);
+    let mut out = toolcalls_core::Effects::default();
+    restored.apply(
+        ev("s").at(1).announce("B", json!({})),
+        Position::new(0, 1),
+        &mut out,
+    );
+    let keys: Vec<u64> = restored
+        .take_changelog()
+        .iter()
+        .filter_map(|op| Correlator::changelog_key_seq(&op.key))
+        .collect();
+    assert_eq!(
+        keys,
+        [first + 100],
+        "B's entry, numbered past the reserved keys"
+    );
+    // Lowering it again does nothing.
+    restored.reserve_seqs(0);
+    restored.apply(
+        ev("s").at(2).announce("C", json!({})),
+        Position::new(0, 2),
+        &mut out,
+    );
+    let keys: Vec<u64> = restored
+        .take_changelog()
+        .iter()
+        .filter_map(|op| Correlator::changelog_key_seq(&op.key))
+        .collect();
+    assert_eq!(keys, [first + 101]);
+}
+
+#[test]
 fn restore_rejects_foreign_changelogs_with_a_clear_error() {
     let e = Correlator::restore(config(), [("7", b"{\"nope\":1}".to_vec())])
         .unwrap_err()

@@ -6,7 +6,10 @@
 //! offset of its input topic was written by a batch whose offsets never committed, so it is skipped
 //! — on a broker that hides aborted transactions this never happens, on one that does not (Tansu)
 //! it is what keeps the state consistent with the offsets we resume from. The latest remaining
-//! value of each key (tombstones remove the key) goes to [`Correlator::restore`].
+//! value of each key (tombstones remove the key) goes to [`Correlator::restore`], and new entries
+//! are numbered past every key read, skipped ones included ([`Correlator::reserve_seqs`]): the
+//! correlator writes no tombstone for an entry that opened and closed between two checkpoints,
+//! which is right only while no skipped value stands under that entry's key.
 //!
 //! Runs on a blocking thread: librdkafka calls block.
 
@@ -124,6 +127,9 @@ pub(crate) fn restore_partition(
     let deadline = start + Duration::from_millis(settings.restore_timeout_ms);
     let mut latest: HashMap<String, Vec<u8>> = HashMap::new();
     let mut records_read = 0u64;
+    // The highest entry number of any key read, also of entries left out: new entries must not
+    // take such a key (see `Correlator::reserve_seqs`).
+    let mut max_seq = None::<u64>;
     loop {
         if Instant::now() > deadline {
             return Err(Error::RestoreTimeout {
@@ -150,6 +156,7 @@ pub(crate) fn restore_partition(
                         partition,
                         why: format!("changelog entry at offset {} has no `{POS_HEADER}` header; is `{changelog}` this processor's changelog?", m.offset()),
                     })?;
+                max_seq = max_seq.max(Correlator::changelog_key_seq(key));
                 let t = usize::from(pos.topic.min(1));
                 if pos.offset >= limit[t] {
                     continue;
@@ -167,7 +174,7 @@ pub(crate) fn restore_partition(
     }
     drop(reader);
     let entries = latest.len();
-    let correlator = Correlator::restore(
+    let mut correlator = Correlator::restore(
         toolcalls_core::Config {
             // Both input topics feed each correlator: stream time is their watermark.
             input_topics: 2,
@@ -179,6 +186,9 @@ pub(crate) fn restore_partition(
         partition,
         why: e.to_string(),
     })?;
+    if let Some(seq) = max_seq {
+        correlator.reserve_seqs(seq.saturating_add(1));
+    }
     Ok(Restored {
         correlator,
         seek,
