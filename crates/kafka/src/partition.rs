@@ -291,7 +291,8 @@ struct Span {
 
 /// Outputs held back by one task, in order, their keys and payloads back to back in chunks of
 /// [`HELD_CHUNK`] bytes: a long commit may hold tens of megabytes, and chunks grow the store
-/// without copying what it holds. Chunks are kept for the next commit up to [`KEEP_HELD_CHUNKS`].
+/// without copying what it holds. As many chunks as the last commit used (at least
+/// [`KEEP_HELD_CHUNKS`]) are kept for the next one.
 /// Counted in the tasks' shared total until released or dropped (also when the task is aborted).
 struct HeldOutputs {
     chunks: Vec<Vec<u8>>,
@@ -310,7 +311,7 @@ const HELD_CHUNK: usize = 256 << 10;
 /// A new chunk is begun for the next record when less than this is left in the current one.
 const HELD_CHUNK_SLACK: usize = 16 << 10;
 
-/// Chunks kept for the next commit (4 MiB per task).
+/// Chunks kept for the next commit at least (4 MiB per task); more when the last commit used more.
 const KEEP_HELD_CHUNKS: usize = 16;
 
 /// What an output counts for the held-back bound beyond its key and payload.
@@ -409,8 +410,12 @@ impl HeldOutputs {
     }
 
     fn reuse(&mut self, mut chunks: Vec<Vec<u8>>, mut items: Vec<Held>) {
+        // As many as this commit used: the next one likely holds as much, and fresh chunks cost
+        // page faults (the kernel zeroes every new page).
+        let keep = chunks.len().max(KEEP_HELD_CHUNKS);
+        self.spare.truncate(keep);
         for mut chunk in chunks.drain(..) {
-            if self.spare.len() < KEEP_HELD_CHUNKS && chunk.capacity() <= HELD_CHUNK {
+            if self.spare.len() < keep && chunk.capacity() <= HELD_CHUNK {
                 chunk.clear();
                 self.spare.push(chunk);
             }
