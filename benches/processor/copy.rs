@@ -64,6 +64,7 @@ fn producer(plan: &CopyPlan) -> ThreadedProducer<DefaultProducerContext> {
         .set("linger.ms", "5")
         .set("enable.idempotence", "true")
         .set("compression.type", "lz4")
+        .set("delivery.report.only.error", "true")
         .set("transaction.timeout.ms", "60000")
         .set("message.max.bytes", (16 * 1024 * 1024).to_string())
         .set_log_level(RDKafkaLogLevel::Warning);

@@ -80,6 +80,9 @@ pub(crate) fn producer_config(settings: &Settings) -> ClientConfig {
     // Records are JSON of about a kilobyte; lz4 shrinks them several times over for little CPU,
     // which the broker, the network and every reader of the topics gain.
     c.set("compression.type", "lz4");
+    // Only failed deliveries matter (`ProducerCtx::delivery`): without a report per delivered
+    // message, librdkafka frees it on its broker thread instead of queueing an event for ours.
+    c.set("delivery.report.only.error", "true");
     c.set(
         "transaction.timeout.ms",
         settings.transaction_timeout_ms.to_string(),
