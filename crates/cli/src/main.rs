@@ -12,7 +12,8 @@ use std::process::ExitCode;
 
 /// mimalloc rather than the system allocator: the processor allocates and frees small objects
 /// on several threads at once, where glibc's arenas cost about a fifth of its CPU
-/// (benches/processor/README.md).
+/// (benches/processor/README.md). Built with `override` (librdkafka's allocations go to it too)
+/// and without transparent huge pages (see the workspace Cargo.toml).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

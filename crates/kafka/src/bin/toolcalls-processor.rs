@@ -3,6 +3,11 @@
 
 use clap::Parser;
 
+/// The allocator of the `toolcalls` binary (crates/cli/src/main.rs), so that the tests run the
+/// processor as it is deployed.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Correlates AI-agent tool-call events from Kafka into ToolCall records.
 #[derive(Parser)]
 #[command(name = "toolcalls-processor", version)]
