@@ -12,8 +12,16 @@ pub struct Mark {
     at: Instant,
     busy: u64,
     idle: u64,
-    me: u64,
+    me: Ticks,
     broker: u64,
+}
+
+/// A process's CPU ticks, user and system, and its minor page faults.
+#[derive(Debug, Clone, Copy, Default)]
+struct Ticks {
+    user: u64,
+    system: u64,
+    faults: u64,
 }
 
 /// CPU seconds spent during an interval.
@@ -21,6 +29,10 @@ pub struct Mark {
 pub struct Usage {
     pub wall: Duration,
     pub me: f64,
+    /// Of `me`, in the kernel (mostly zeroing fresh pages: see `faults`).
+    pub me_system: f64,
+    /// Minor page faults of this process.
+    pub faults: u64,
     pub broker: f64,
     pub others: f64,
     pub idle: f64,
@@ -30,10 +42,13 @@ impl Usage {
     pub fn describe(&self, events: usize) -> String {
         let per = |s: f64| s * 1e6 / events as f64;
         format!(
-            "CPU over {:.2}s: this process {:.2}s ({:.1} us/item), broker {:.2}s ({:.1} us/item), other processes {:.2}s, idle {:.2}s",
+            "CPU over {:.2}s: this process {:.2}s ({:.1} us/item; user {:.1}, kernel {:.1}; {} page faults), broker {:.2}s ({:.1} us/item), other processes {:.2}s, idle {:.2}s",
             self.wall.as_secs_f64(),
             self.me,
             per(self.me),
+            per(self.me - self.me_system),
+            per(self.me_system),
+            self.faults,
             self.broker,
             per(self.broker),
             self.others,
@@ -42,13 +57,14 @@ impl Usage {
     }
 }
 
-fn proc_ticks(path: &str) -> u64 {
-    // utime and stime are fields 14 and 15; the command name (field 2) may hold spaces.
+fn proc_ticks(path: &str) -> Ticks {
+    // minflt is field 10, utime and stime are 14 and 15; the command name (field 2) may hold
+    // spaces.
     let Ok(stat) = std::fs::read_to_string(path) else {
-        return 0;
+        return Ticks::default();
     };
     let Some((_, rest)) = stat.rsplit_once(')') else {
-        return 0;
+        return Ticks::default();
     };
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let field = |i: usize| {
@@ -57,7 +73,11 @@ fn proc_ticks(path: &str) -> u64 {
             .and_then(|f| f.parse::<u64>().ok())
             .unwrap_or(0)
     };
-    field(11) + field(12)
+    Ticks {
+        user: field(11),
+        system: field(12),
+        faults: field(7),
+    }
 }
 
 fn machine_ticks() -> (u64, u64) {
@@ -84,18 +104,23 @@ pub fn mark(broker_pid: Option<u32>) -> Mark {
         busy,
         idle,
         me: proc_ticks("/proc/self/stat"),
-        broker: broker_pid.map_or(0, |p| proc_ticks(&format!("/proc/{p}/stat"))),
+        broker: broker_pid.map_or(0, |p| {
+            let t = proc_ticks(&format!("/proc/{p}/stat"));
+            t.user + t.system
+        }),
     }
 }
 
 pub fn since(start: &Mark, broker_pid: Option<u32>) -> Usage {
     let end = mark(broker_pid);
     let s = |a: u64, b: u64| b.saturating_sub(a) as f64 / HZ;
-    let me = s(start.me, end.me);
+    let me = s(start.me.user + start.me.system, end.me.user + end.me.system);
     let broker = s(start.broker, end.broker);
     Usage {
         wall: end.at - start.at,
         me,
+        me_system: s(start.me.system, end.me.system),
+        faults: end.me.faults.saturating_sub(start.me.faults),
         broker,
         others: (s(start.busy, end.busy) - me - broker).max(0.0),
         idle: s(start.idle, end.idle),
