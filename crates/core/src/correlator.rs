@@ -685,6 +685,23 @@ impl Correlator {
         self.unwritten_from = self.next_seq;
     }
 
+    /// Writes changelog key `key` again at the next [`take_changelog`](Self::take_changelog), as
+    /// the state holds it now (a tombstone when it holds no such entry), at
+    /// [`Position::RESTATED`]. For the restore: on a broker that shows aborted transactions to
+    /// `read_committed` readers, a key's latest value may come from a batch whose offsets never
+    /// committed; the restore skips it, but once later offsets commit, the next restore would not.
+    /// Writing the key again buries it. Keys this program does not write are ignored.
+    pub fn restate(&mut self, key: &str) {
+        let Some(dirty) = self.dirty.as_mut() else {
+            return;
+        };
+        if let Some(seq) = Self::changelog_key_seq(key) {
+            dirty.push((seq, Position::RESTATED));
+        } else if key == META_KEY {
+            self.meta_dirty.get_or_insert(Position::RESTATED);
+        }
+    }
+
     /// Rebuilds a correlator from the latest value of every changelog key (tombstoned keys left
     /// out). The result decides exactly as the correlator that wrote the changelog would have.
     pub fn restore<K: AsRef<str>, V: AsRef<[u8]>>(

@@ -128,6 +128,10 @@ pub struct Position {
 }
 
 impl Position {
+    /// Before every input offset: the position of a changelog entry written again as it stands
+    /// ([`Correlator::restate`]) rather than changed by an input event; every restore accepts it.
+    pub const RESTATED: Position = Position::new(0, -1);
+
     pub const fn new(topic: u16, offset: i64) -> Self {
         Position { topic, offset }
     }

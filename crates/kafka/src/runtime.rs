@@ -425,6 +425,7 @@ impl Coordinator {
             partition,
             records = restored.records_read,
             entries = restored.entries,
+            restated = restored.restated,
             pending = restored.correlator.pending_len(),
             elapsed_ms = restored.elapsed.as_millis() as u64,
             "partition restored"
