@@ -706,35 +706,27 @@ fn reserved_sequence_numbers_are_never_taken_by_new_entries() {
         .unwrap();
     let mut restored = Correlator::restore(config(), latest).unwrap();
     restored.reserve_seqs(first + 100);
+    // The entry numbers an announce of `tool` at `ms` writes.
     let mut out = toolcalls_core::Effects::default();
-    restored.apply(
-        ev("s").at(1).announce("B", json!({})),
-        Position::new(0, 1),
-        &mut out,
-    );
-    let keys: Vec<u64> = restored
-        .take_changelog()
-        .iter()
-        .filter_map(|op| Correlator::changelog_key_seq(&op.key))
-        .collect();
+    let mut announce = |c: &mut Correlator, tool: &str, ms: i64| -> Vec<u64> {
+        c.apply(
+            ev("s").at(ms).announce(tool, json!({})),
+            Position::new(0, ms),
+            &mut out,
+        );
+        c.take_changelog()
+            .iter()
+            .filter_map(|op| Correlator::changelog_key_seq(&op.key))
+            .collect()
+    };
     assert_eq!(
-        keys,
+        announce(&mut restored, "B", 1),
         [first + 100],
         "B's entry, numbered past the reserved keys"
     );
     // Lowering it again does nothing.
     restored.reserve_seqs(0);
-    restored.apply(
-        ev("s").at(2).announce("C", json!({})),
-        Position::new(0, 2),
-        &mut out,
-    );
-    let keys: Vec<u64> = restored
-        .take_changelog()
-        .iter()
-        .filter_map(|op| Correlator::changelog_key_seq(&op.key))
-        .collect();
-    assert_eq!(keys, [first + 101]);
+    assert_eq!(announce(&mut restored, "C", 2), [first + 101]);
 }
 
 #[test]
