@@ -5,12 +5,41 @@ use crate::config::{Guarantee, Settings};
 use crate::metrics::Metrics;
 use rdkafka::client::ClientContext;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
 use rdkafka::message::DeliveryResult;
-use rdkafka::producer::ProducerContext;
+use rdkafka::producer::{Producer, ProducerContext};
 use rdkafka::statistics::Statistics;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Waits until every message handed to `producer` is delivered or has failed, for at most
+/// `timeout` (then `KafkaError::Flush(OperationTimedOut)`).
+///
+/// rdkafka's `Producer::flush` waits for the next event on the producer's queue in steps of up
+/// to 100 ms. With `delivery.report.only.error=true` (and with the `ThreadedProducer`'s own
+/// thread serving that queue) no event comes, so every flush took at least 100 ms, however fast
+/// the broker answered: that was nearly all of a commit's time. Here one flush that does not
+/// wait makes librdkafka send what it holds at once (ignoring `linger.ms`), then the count of
+/// undelivered messages is checked every millisecond.
+pub fn wait_delivered<P, C>(producer: &P, timeout: Duration) -> KafkaResult<()>
+where
+    P: Producer<C>,
+    C: ProducerContext,
+{
+    let deadline = Instant::now() + timeout;
+    match producer.flush(Duration::ZERO) {
+        Err(KafkaError::Flush(RDKafkaErrorCode::OperationTimedOut)) => {}
+        done => return done,
+    }
+    while producer.in_flight_count() > 0 {
+        if Instant::now() >= deadline {
+            return Err(KafkaError::Flush(RDKafkaErrorCode::OperationTimedOut));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(())
+}
 
 /// Settings shared by every client, then the user's `--kafka` passthrough (which wins).
 pub(crate) fn base_config(settings: &Settings, role: &str) -> ClientConfig {
@@ -258,3 +287,35 @@ pub(crate) fn record_lag(metrics: &Metrics, inputs: &[String; 2], stats: &Statis
 }
 
 pub(crate) type SharedProducer = Arc<rdkafka::producer::ThreadedProducer<ProducerCtx>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rdkafka::producer::DefaultProducerContext;
+    use rdkafka::producer::{BaseRecord, PurgeConfig, ThreadedProducer};
+
+    #[test]
+    fn wait_delivered_gives_up_at_its_timeout_when_no_broker_answers() {
+        // Port 1 on the loopback: nothing listens, so the message can never be delivered.
+        let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+            .set("bootstrap.servers", "127.0.0.1:1")
+            .set("delivery.report.only.error", "true")
+            .set_log_level(RDKafkaLogLevel::Emerg)
+            .create()
+            .expect("producer");
+        producer
+            .send(BaseRecord::<str, str>::to("nowhere").payload("x"))
+            .map_err(|(e, _)| e)
+            .expect("enqueue");
+        let got = wait_delivered(&producer, Duration::from_millis(200));
+        assert!(
+            matches!(
+                got,
+                Err(KafkaError::Flush(RDKafkaErrorCode::OperationTimedOut))
+            ),
+            "{got:?}"
+        );
+        assert_eq!(producer.in_flight_count(), 1);
+        producer.purge(PurgeConfig::default().queue().inflight());
+    }
+}

@@ -46,6 +46,7 @@ mod restore;
 mod runtime;
 pub mod topics;
 
+pub use client::wait_delivered;
 pub use config::{Guarantee, LogFormat, RunArgs, Settings};
 pub use error::{Disposition, Error};
 pub use runtime::{run, start, Running};

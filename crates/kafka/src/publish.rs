@@ -10,7 +10,7 @@
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::DeliveryResult;
-use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::producer::{BaseRecord, ProducerContext, ThreadedProducer};
 use rdkafka::ClientContext;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -129,8 +129,7 @@ impl Publisher {
 
     /// Waits until every event is delivered; fails when any was not.
     pub fn finish(&self) -> Result<u64, PublishError> {
-        self.producer
-            .flush(self.settings.flush_timeout)
+        crate::client::wait_delivered(&self.producer, self.settings.flush_timeout)
             .map_err(|_| PublishError::Flush(self.settings.flush_timeout))?;
         let failed = self.deliveries.failed.load(Ordering::Relaxed);
         if failed > 0 {

@@ -12,7 +12,9 @@
 //! aborted, every task is stopped and every partition is restored from the changelog and rewound
 //! to its committed offsets — the in-memory state is never trusted past a failed commit.
 
-use crate::client::{consumer_config, producer_config, ProducerCtx, SharedProducer};
+use crate::client::{
+    consumer_config, producer_config, wait_delivered, ProducerCtx, SharedProducer,
+};
 use crate::config::{Guarantee, Settings};
 use crate::consumer::{
     run_consumer_loop, ConsumerCmd, ConsumerCtx, GroupConsumer, GroupEvent, Inflight, LoopConfig,
@@ -357,7 +359,7 @@ impl Coordinator {
         drop(self.commands);
         let producer = self.producer.clone();
         let timeout = Duration::from_millis(self.settings.kafka_timeout_ms);
-        let _ = tokio::task::spawn_blocking(move || producer.flush(timeout)).await;
+        let _ = tokio::task::spawn_blocking(move || wait_delivered(&*producer, timeout)).await;
         result
     }
 
@@ -645,7 +647,7 @@ fn commit_batch(
     match guarantee {
         Guarantee::ExactlyOnce => {
             let tx = |op: &'static str| move |e| Error::Transaction { op, source: e };
-            producer.flush(timeout).map_err(tx("flush"))?;
+            wait_delivered(&**producer, timeout).map_err(tx("flush"))?;
             stop("after_produce");
             if offsets.count() > 0 {
                 let cgm = consumer
@@ -661,9 +663,7 @@ fn commit_batch(
             producer.begin_transaction().map_err(tx("begin"))?;
         }
         Guarantee::AtLeastOnce => {
-            producer
-                .flush(timeout)
-                .map_err(|e| Error::kafka("flush", e))?;
+            wait_delivered(&**producer, timeout).map_err(|e| Error::kafka("flush", e))?;
             if let Some((count, last)) = producer.context().take_failures() {
                 return Err(Error::Produce { count, last });
             }

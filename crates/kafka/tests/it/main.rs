@@ -4,6 +4,7 @@
 
 mod align;
 mod backlog;
+mod deliver;
 mod dlq;
 mod flow;
 mod harness;
