@@ -1,6 +1,7 @@
 //! The baseline: a plain consume → produce copy of both input topics into one output topic, with
 //! the processor's client settings (crates/kafka/src/client.rs) and its batch cycle — every
-//! `commit_interval` flush, then either send the consumed offsets to the transaction and commit it
+//! `commit_interval` wait until every message is delivered (`toolcalls_kafka::wait_delivered`, the
+//! processor's flush), then either send the consumed offsets to the transaction and commit it
 //! (exactly-once) or commit the offsets (at-least-once). No decoding, no state, no changelog.
 
 use crate::kafka::{overrides, Ends};
@@ -171,7 +172,8 @@ pub fn run(
                 }
             }
             if plan.exactly_once {
-                producer.flush(timeout).map_err(|e| format!("flush: {e}"))?;
+                toolcalls_kafka::wait_delivered(&producer, timeout)
+                    .map_err(|e| format!("flush: {e}"))?;
                 let cgm = consumer
                     .group_metadata()
                     .ok_or("the consumer has no group metadata")?;
@@ -185,7 +187,8 @@ pub fn run(
                     .begin_transaction()
                     .map_err(|e| format!("begin_transaction: {e}"))?;
             } else {
-                producer.flush(timeout).map_err(|e| format!("flush: {e}"))?;
+                toolcalls_kafka::wait_delivered(&producer, timeout)
+                    .map_err(|e| format!("flush: {e}"))?;
                 consumer
                     .commit(&offsets, CommitMode::Sync)
                     .map_err(|e| format!("commit: {e}"))?;
