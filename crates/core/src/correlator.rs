@@ -2435,8 +2435,8 @@ fn record_of_call(
     let replay = ReplayPolicy::derive(&side_effects);
     let key = call.key.into_string();
     ToolCallRecord {
-        api_version: toolcalls_model::record::API_VERSION.to_owned(),
-        kind: toolcalls_model::record::KIND.to_owned(),
+        api_version: toolcalls_model::record::API_VERSION.into(),
+        kind: toolcalls_model::record::KIND.into(),
         metadata: Metadata {
             name: call.record_id,
             revision: 1,
@@ -2497,8 +2497,8 @@ fn record_of_loose(loose: Loose, scope: &ScopeKey, phase: Phase, reason: &str) -
         .map_or(end.as_ref().is_some_and(|e| e.is_error), |d| d.is_error);
     let key = loose.key.into_string();
     ToolCallRecord {
-        api_version: toolcalls_model::record::API_VERSION.to_owned(),
-        kind: toolcalls_model::record::KIND.to_owned(),
+        api_version: toolcalls_model::record::API_VERSION.into(),
+        kind: toolcalls_model::record::KIND.into(),
         metadata: Metadata {
             name: loose.record_id,
             revision: 1,

@@ -129,6 +129,12 @@ pub fn write_js_string(s: &str, out: &mut String) {
     out.push('"');
 }
 
+/// Whether any byte of `bytes` needs escaping in a JSON string (the same bytes for
+/// `JSON.stringify` and serde_json: `"`, `\\` and the C0 controls).
+pub(crate) fn needs_escape(bytes: &[u8]) -> bool {
+    find_escape(bytes, 0).is_some()
+}
+
 /// Index of the first byte at or after `from` that needs escaping.
 fn find_escape(bytes: &[u8], from: usize) -> Option<usize> {
     let mut i = from;

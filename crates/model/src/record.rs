@@ -12,6 +12,7 @@ use crate::json::Json;
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 use std::fmt;
 
 /// `apiVersion` of every record.
@@ -22,10 +23,10 @@ pub const KIND: &str = "ToolCall";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ToolCallRecord {
-    /// Always [`API_VERSION`].
-    pub api_version: String,
+    /// Always [`API_VERSION`] (borrowed: a record made here costs no allocation for it).
+    pub api_version: Cow<'static, str>,
     /// Always [`KIND`].
-    pub kind: String,
+    pub kind: Cow<'static, str>,
     pub metadata: Metadata,
     /// The nhtio stream id: the native call id when the source had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -293,7 +294,7 @@ impl ToolCallRecord {
     /// [`encode`](Self::encode), appended to `out` (so a caller can reuse one buffer).
     pub fn encode_into(&self, out: &mut Vec<u8>) {
         out.reserve(self.size_hint());
-        let mut w = Writer(std::mem::take(out));
+        let mut w = Writer(std::mem::take(out), None);
         self.write_json(&mut w);
         *out = w.0;
     }
@@ -334,7 +335,8 @@ impl ToolCallRecord {
             o.key("streamId").str(id.as_str());
         }
         if let Some(c) = &self.checksum {
-            o.key("checksum").str(c.as_str());
+            // Hex digits only.
+            o.key("checksum").quoted(c.as_str());
         }
         o.key("createdAt").time(self.created_at);
         o.key("updatedAt").time(self.updated_at);
@@ -356,8 +358,9 @@ impl Metadata {
     fn write_json(&self, w: &mut Writer) {
         let mut o = w.object();
         let mut uuid = uuid::Uuid::encode_buffer();
+        // Hex digits and hyphens only.
         o.key("name")
-            .str(self.name.0.hyphenated().encode_lower(&mut uuid));
+            .quoted(self.name.0.hyphenated().encode_lower(&mut uuid));
         o.key("revision").value(&self.revision);
         o.key("source").str(self.source.as_str());
         o.key("session").str(self.session.as_str());
@@ -488,7 +491,9 @@ impl Correlation {
 }
 
 /// Compact JSON output, as serde_json's `to_vec` writes it.
-struct Writer(Vec<u8>);
+/// The output, and the last timestamp written with its text (a record's times repeat: `startedAt`
+/// is usually `createdAt`, `completedAt` usually `updatedAt`).
+struct Writer(Vec<u8>, Option<(Timestamp, [u8; 24])>);
 
 impl Writer {
     /// Bytes that are already JSON.
@@ -497,6 +502,7 @@ impl Writer {
     }
 
     /// A string that needs no escaping (an enum's name), in quotes.
+    #[inline]
     fn quoted(&mut self, s: &str) {
         self.0.push(b'"');
         self.0.extend_from_slice(s.as_bytes());
@@ -505,7 +511,7 @@ impl Writer {
 
     /// A string, escaped as serde_json escapes it.
     fn str(&mut self, s: &str) {
-        if s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        if crate::canonical::needs_escape(s.as_bytes()) {
             self.value(s);
         } else {
             self.quoted(s);
@@ -517,11 +523,24 @@ impl Writer {
     }
 
     fn time(&mut self, t: Timestamp) {
+        if let Some((last, text)) = &self.1 {
+            if *last == t {
+                let text = *text;
+                self.0.push(b'"');
+                self.0.extend_from_slice(&text);
+                self.0.push(b'"');
+                return;
+            }
+        }
         let mut buf = [0u8; 24];
-        match t.write_rfc3339(&mut buf) {
+        if t.write_rfc3339(&mut buf).is_some() {
             // Digits and separators only: nothing to escape.
-            Some(text) => self.quoted(text),
-            None => self.value(&t),
+            self.0.push(b'"');
+            self.0.extend_from_slice(&buf);
+            self.0.push(b'"');
+            self.1 = Some((t, buf));
+        } else {
+            self.value(&t);
         }
     }
 
@@ -546,6 +565,7 @@ struct Object<'a> {
 }
 
 impl Object<'_> {
+    #[inline]
     fn key(&mut self, key: &'static str) -> &mut Writer {
         if !self.first {
             self.w.0.push(b',');
@@ -583,8 +603,8 @@ mod tests {
         };
         let ts = |ms: u64| Timestamp::from_millis(ms as i64 - 1_000_000);
         ToolCallRecord {
-            api_version: API_VERSION.to_owned(),
-            kind: KIND.to_owned(),
+            api_version: API_VERSION.into(),
+            kind: KIND.into(),
             metadata: Metadata {
                 name: RecordId::derive(
                     &Source(s[0].clone()),

@@ -526,8 +526,8 @@ fn full_record() -> ToolCallRecord {
     let session = "3f2c9a1e-8b7d-4c5e-9f1a-2b3c4d5e6f70".into();
     let thread = "main".into();
     ToolCallRecord {
-        api_version: API_VERSION.to_owned(),
-        kind: KIND.to_owned(),
+        api_version: API_VERSION.into(),
+        kind: KIND.into(),
         metadata: Metadata {
             name: RecordId::derive(&source, &session, Some(&thread), "toolu_01"),
             revision: 2,
