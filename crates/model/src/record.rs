@@ -294,7 +294,7 @@ impl ToolCallRecord {
     /// [`encode`](Self::encode), appended to `out` (so a caller can reuse one buffer).
     pub fn encode_into(&self, out: &mut Vec<u8>) {
         out.reserve(self.size_hint());
-        let mut w = Writer(std::mem::take(out), None);
+        let mut w = Writer(std::mem::take(out), TimeTexts::default());
         self.write_json(&mut w);
         *out = w.0;
     }
@@ -491,9 +491,17 @@ impl Correlation {
 }
 
 /// Compact JSON output, as serde_json's `to_vec` writes it.
-/// The output, and the last timestamp written with its text (a record's times repeat: `startedAt`
-/// is usually `createdAt`, `completedAt` usually `updatedAt`).
-struct Writer(Vec<u8>, Option<(Timestamp, [u8; 24])>);
+/// The output, and the texts of the last two times written.
+struct Writer(Vec<u8>, TimeTexts);
+
+/// The last two times a record wrote, with their texts: a record's times repeat (`startedAt` is
+/// usually `createdAt`, `completedAt` usually `updatedAt`, written in the order created, updated,
+/// started, completed).
+#[derive(Default)]
+struct TimeTexts {
+    slots: [Option<(Timestamp, [u8; 24])>; 2],
+    next: usize,
+}
 
 impl Writer {
     /// Bytes that are already JSON.
@@ -523,25 +531,25 @@ impl Writer {
     }
 
     fn time(&mut self, t: Timestamp) {
-        if let Some((last, text)) = &self.1 {
-            if *last == t {
-                let text = *text;
-                self.0.push(b'"');
-                self.0.extend_from_slice(&text);
-                self.0.push(b'"');
-                return;
+        let cached = self.1.slots.iter().flatten().find(|(at, _)| *at == t);
+        let text = match cached {
+            Some((_, text)) => *text,
+            None => {
+                let mut buf = [0u8; 24];
+                if t.write_rfc3339(&mut buf).is_none() {
+                    self.value(&t);
+                    return;
+                }
+                let cache = &mut self.1;
+                cache.slots[cache.next] = Some((t, buf));
+                cache.next = (cache.next + 1) % cache.slots.len();
+                buf
             }
-        }
-        let mut buf = [0u8; 24];
-        if t.write_rfc3339(&mut buf).is_some() {
-            // Digits and separators only: nothing to escape.
-            self.0.push(b'"');
-            self.0.extend_from_slice(&buf);
-            self.0.push(b'"');
-            self.1 = Some((t, buf));
-        } else {
-            self.value(&t);
-        }
+        };
+        // Digits and separators only: nothing to escape.
+        self.0.push(b'"');
+        self.0.extend_from_slice(&text);
+        self.0.push(b'"');
     }
 
     /// Anything else, through serde_json itself.
