@@ -9,6 +9,7 @@
 //! cargo bench -p toolcalls-benches --bench processor -- e2e --brokers 127.0.0.1:PORT [--calls 200000] [--partitions 4] [--rounds 3] [--graces long|default] [--broker-pid PID]
 //!     [--only copy-eos,processor-eos,copy-alo,processor-alo] [--timeline MS] [--align-wait-ms MS]
 //! cargo bench -p toolcalls-benches --bench processor -- broker-restore --brokers 127.0.0.1:PORT [--calls 200000] [--partitions 4] [--samples 2] [--broker-pid PID]
+//! cargo bench -p toolcalls-benches --bench processor -- latency --brokers 127.0.0.1:PORT [--rate 20000] [--seconds 10] [--partitions 4] [--commit-interval-ms MS]
 //! ```
 
 mod copy;
@@ -16,6 +17,7 @@ mod cpu;
 mod e2e;
 mod gen;
 mod kafka;
+mod latency;
 mod memory;
 mod restore;
 
@@ -77,7 +79,7 @@ impl Args {
 }
 
 fn usage(why: &str) -> ! {
-    eprintln!("{why}\nusage: processor memory|restore|e2e|broker-restore [--flag value ...] (see benches/processor/README.md)");
+    eprintln!("{why}\nusage: processor memory|restore|e2e|broker-restore|latency [--flag value ...] (see benches/processor/README.md)");
     std::process::exit(2)
 }
 
@@ -149,6 +151,24 @@ fn main() {
                 args.get("samples", 2),
                 11,
                 args.broker_pid(),
+            );
+            rt.shutdown_timeout(std::time::Duration::from_secs(10));
+        }
+        "latency" => {
+            let rt = runtime();
+            latency::run(
+                &rt,
+                &latency::Plan {
+                    brokers: args.brokers(),
+                    rate: args.get("rate", 20_000),
+                    seconds: args.get("seconds", 10),
+                    partitions: args.get("partitions", 4),
+                    warmup_seconds: 1,
+                    commit_interval_ms: args
+                        .flags
+                        .contains_key("commit-interval-ms")
+                        .then(|| args.get("commit-interval-ms", 100)),
+                },
             );
             rt.shutdown_timeout(std::time::Duration::from_secs(10));
         }

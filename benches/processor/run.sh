@@ -2,13 +2,14 @@
 # The processor benchmark (issue 3 item 11), every part, in release mode; see README.md beside this
 # file for the results and how to read them.
 #
-#   benches/processor/run.sh                 # everything: memory, restore, e2e, broker-restore
-#   benches/processor/run.sh e2e             # one part (memory | restore | e2e | broker-restore)
+#   benches/processor/run.sh                 # everything: memory, restore, e2e, broker-restore, latency
+#   benches/processor/run.sh e2e             # one part (memory | restore | e2e | broker-restore | latency)
 #   CALLS=100000 ROUNDS=1 benches/processor/run.sh e2e    # a smaller input
 #   GRACES=default benches/processor/run.sh e2e           # the default correlation graces
 #   ONLY=processor-eos,copy-eos benches/processor/run.sh e2e   # some of the four e2e runs
 #   TIMELINE=100 ONLY=processor-eos benches/processor/run.sh e2e  # what a processor run waits on
 #   ALIGN_WAIT_MS=0 ONLY=processor-eos benches/processor/run.sh e2e  # input in arrival order
+#   RATE=20000 SECONDS_LIVE=10 COMMIT_INTERVAL_MS=20 benches/processor/run.sh latency  # live traffic
 #
 # Installs Tansu (scripts/install-test-deps.sh, into .tools/), starts one broker on a free
 # 127.0.0.1 port with the memory storage engine, and stops it on exit, however the script exits.
@@ -18,11 +19,13 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 
 parts=("$@")
-if [ ${#parts[@]} -eq 0 ]; then parts=(memory restore e2e broker-restore); fi
+if [ ${#parts[@]} -eq 0 ]; then parts=(memory restore e2e broker-restore latency); fi
 CALLS="${CALLS:-200000}"
 ROUNDS="${ROUNDS:-3}"
 PARTITIONS="${PARTITIONS:-4}"
 GRACES="${GRACES:-long}"
+RATE="${RATE:-20000}"
+SECONDS_LIVE="${SECONDS_LIVE:-10}"
 
 log() { echo "run.sh: $*" >&2; }
 
@@ -110,8 +113,14 @@ for part in "${parts[@]}"; do
       bench broker-restore --brokers "$brokers" --calls "$CALLS" --partitions "$PARTITIONS" --samples 2 --broker-pid "$tansu_pid"
       stop_broker
       ;;
+    latency)
+      start_broker
+      bench latency --brokers "$brokers" --rate "$RATE" --seconds "$SECONDS_LIVE" --partitions "$PARTITIONS" \
+        ${COMMIT_INTERVAL_MS:+--commit-interval-ms "$COMMIT_INTERVAL_MS"}
+      stop_broker
+      ;;
     *)
-      log "unknown part $part (memory | restore | e2e | broker-restore)"
+      log "unknown part $part (memory | restore | e2e | broker-restore | latency)"
       exit 2
       ;;
   esac
