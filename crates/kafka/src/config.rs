@@ -94,7 +94,8 @@ pub struct Settings {
     pub restore_timeout_ms: u64,
     /// Timeout of blocking Kafka calls (commit, offsets, metadata).
     pub kafka_timeout_ms: u64,
-    /// `transaction.timeout.ms` of the producer.
+    /// `transaction.timeout.ms` of the producer; also how long an abort is retried while the
+    /// broker does not answer.
     pub transaction_timeout_ms: u64,
     /// Where `/metrics`, `/healthz`, `/readyz` and `/v1/...` are served.
     pub http_addr: SocketAddr,
@@ -300,7 +301,8 @@ pub struct RunArgs {
     /// [default: 30000]
     #[arg(long, env = "TOOLCALLS_KAFKA_TIMEOUT_MS")]
     pub kafka_timeout_ms: Option<u64>,
-    /// `transaction.timeout.ms` of the producer [default: 60000]
+    /// `transaction.timeout.ms` of the producer; also how long an abort is retried while the
+    /// broker does not answer, before the processor stops with an error [default: 60000]
     #[arg(long, env = "TOOLCALLS_TRANSACTION_TIMEOUT_MS")]
     pub transaction_timeout_ms: Option<u64>,
     /// Address of the HTTP server: /metrics, /healthz, /readyz, /v1/… [default: 0.0.0.0:9464]

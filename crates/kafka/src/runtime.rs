@@ -30,6 +30,7 @@ use crate::topics::{check_topics, MAX_OUTPUT_MESSAGE_BYTES};
 use dashmap::DashMap;
 use prometheus::Registry;
 use rdkafka::consumer::{CommitMode, Consumer};
+use rdkafka::error::KafkaError;
 use rdkafka::producer::{Producer, ThreadedProducer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use std::collections::HashMap;
@@ -596,15 +597,11 @@ impl Coordinator {
         let producer = self.producer.clone();
         let guarantee = self.settings.guarantee;
         let timeout = Duration::from_millis(self.settings.kafka_timeout_ms);
+        let give_up = Duration::from_millis(self.settings.transaction_timeout_ms);
         tokio::task::spawn_blocking(move || -> Result<(), Error> {
             let _ = producer.context().take_failures();
             if guarantee == Guarantee::ExactlyOnce {
-                producer
-                    .abort_transaction(timeout)
-                    .map_err(|e| Error::Transaction {
-                        op: "abort",
-                        source: e,
-                    })?;
+                abort_transaction(&producer, timeout, give_up)?;
                 producer
                     .begin_transaction()
                     .map_err(|e| Error::Transaction {
@@ -622,6 +619,43 @@ impl Coordinator {
         Ok(())
     }
 }
+
+/// Aborts the open transaction (blocking). When the broker does not answer within `timeout`,
+/// librdkafka reports a retriable error and asks for the call again: it is repeated until
+/// `give_up` (the transaction timeout, after which the broker aborts the transaction itself), so
+/// a broker that stalls for longer than `kafka_timeout_ms` costs a wait, not the process.
+fn abort_transaction(
+    producer: &SharedProducer,
+    timeout: Duration,
+    give_up: Duration,
+) -> Result<(), Error> {
+    let deadline = Instant::now() + give_up;
+    let mut attempt = 1;
+    loop {
+        match producer.abort_transaction(timeout) {
+            Ok(()) => return Ok(()),
+            Err(KafkaError::Transaction(e)) if e.is_retriable() && Instant::now() < deadline => {
+                tracing::warn!(
+                    error = %e,
+                    attempt,
+                    "the broker did not confirm the abort in time; retrying until it answers"
+                );
+                attempt += 1;
+                // A retriable error that came back at once must not turn into a busy loop.
+                std::thread::sleep(ABORT_RETRY_BACKOFF);
+            }
+            Err(source) => {
+                return Err(Error::Transaction {
+                    op: "abort",
+                    source,
+                })
+            }
+        }
+    }
+}
+
+/// Pause between two attempts to abort a transaction.
+const ABORT_RETRY_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Commits one batch (blocking).
 fn commit_batch(

@@ -22,7 +22,30 @@ pub const WAIT: Duration = Duration::from_secs(60);
 /// pipe closes — that is, when this process exits, however it exits.
 pub struct Broker {
     pub addr: String,
+    /// Tansu's process id.
+    pub pid: u32,
     _guard: Mutex<(ChildStdin, Child)>,
+}
+
+impl Broker {
+    /// Stops the broker process (SIGSTOP): connections stay open, nothing is answered.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a paused broker run again (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        let status = Command::new("kill")
+            .arg(sig)
+            .arg(self.pid.to_string())
+            .status()
+            .expect("running kill");
+        assert!(status.success(), "kill {sig} {} failed", self.pid);
+    }
 }
 
 fn workspace_root() -> PathBuf {
@@ -61,17 +84,23 @@ pub fn broker() -> &'static Broker {
         let url = format!("tcp://127.0.0.1:{port}");
         let mut child = Command::new("sh")
             .arg("-c")
-            .arg(r#""$0" broker --listener-url "$1" --advertised-listener-url "$1" --storage-engine memory://tansu/ >"$2" 2>&1 & pid=$!; read _; kill $pid; wait"#)
+            .arg(r#""$0" broker --listener-url "$1" --advertised-listener-url "$1" --storage-engine memory://tansu/ >"$2" 2>&1 & pid=$!; echo $pid; read _; kill -CONT $pid; kill $pid; wait"#)
             .arg(tansu_bin())
             .arg(&url)
             .arg(std::env::temp_dir().join(format!("tansu-it-{port}.log")))
             .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
             .spawn()
             .expect("starting tansu");
         let stdin = child.stdin.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .expect("reading tansu's pid");
+        let pid = line.trim().parse().expect("tansu's pid");
         let addr = format!("127.0.0.1:{port}");
         wait_until("tansu accepts connections", || std::net::TcpStream::connect(&addr).is_ok());
-        Broker { addr, _guard: Mutex::new((stdin, child)) }
+        Broker { addr, pid, _guard: Mutex::new((stdin, child)) }
     })
 }
 

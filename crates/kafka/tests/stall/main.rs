@@ -1,0 +1,116 @@
+//! The processor rides out a broker that stops answering for longer than `kafka_timeout_ms` and
+//! the group session timeout. The open batch is aborted (the abort itself is retried until the
+//! broker answers), the partitions are lost and come back, their state is restored from the
+//! changelog, and the calls pending across the stall complete.
+//!
+//! A test binary of its own: it stops its broker (SIGSTOP), which would stall every test sharing it.
+
+#[path = "../it/harness.rs"]
+#[allow(dead_code)]
+mod harness;
+
+use harness::*;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use toolcalls_core::{replay, FinishMode};
+
+/// Transactions the processor counted with `result` (`committed` or `aborted`).
+fn transactions(registry: &prometheus::Registry, result: &str) -> f64 {
+    registry
+        .gather()
+        .iter()
+        .filter(|f| f.name() == "toolcalls_output_transactions_total")
+        .flat_map(|f| f.get_metric().iter())
+        .filter(|m| {
+            m.get_label()
+                .iter()
+                .any(|l| l.name() == "result" && l.value() == result)
+        })
+        .map(|m| m.get_counter().get_value())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_calls_survive_a_broker_stall_longer_than_the_kafka_timeout() {
+    let mut s = settings("stall");
+    // Every Kafka operation gives up after 2 s: the stall below outlasts it several times over.
+    s.kafka_timeout_ms = 2_000;
+    s.commit_interval_ms = 50;
+    create_topics(&s, 2).await;
+    let (announces, completions) = synth("stall", 3, 4);
+    let expected = replay(
+        &s.core,
+        announces.iter().chain(&completions).cloned(),
+        FinishMode::Keep,
+    );
+    let want: BTreeMap<String, String> = expected
+        .records
+        .iter()
+        .map(|r| (r.id().to_string(), r.status.phase.to_string()))
+        .collect();
+
+    let registry = prometheus::Registry::new();
+    let running = toolcalls_kafka::start(s.clone(), registry.clone())
+        .await
+        .expect("start");
+    produce_events(&s, &announces);
+    let addr = running.http_addr;
+    let sessions: Vec<String> = announces
+        .iter()
+        .map(|e| e.session.as_str().to_owned())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    wait_until_async("every announce pending", || {
+        let sessions = sessions.clone();
+        async move {
+            let mut pending = 0;
+            for session in &sessions {
+                let (_, body) = http_get(addr, &format!("/v1/sessions/{session}/pending")).await;
+                pending += serde_json::from_str::<serde_json::Value>(&body)
+                    .ok()
+                    .and_then(|v| v["pending"].as_array().map(|a| a.len()))
+                    .unwrap_or(0);
+            }
+            pending == 12
+        }
+    })
+    .await;
+
+    broker().pause();
+    // With the broker stopped, a commit times out or the group session does, and the processor
+    // aborts its batch: the abort cannot be confirmed either.
+    wait_until_async("the processor to abort its batch", || {
+        let registry = registry.clone();
+        async move { transactions(&registry, "aborted") >= 1.0 }
+    })
+    .await;
+    // The injected fault: the broker stays stopped for more than `kafka_timeout_ms` after the
+    // abort began, so at least one attempt to abort times out (and used to stop the processor).
+    tokio::time::sleep(Duration::from_millis(3_000)).await;
+    broker().resume();
+
+    produce_events(&s, &completions);
+    let records = tokio::task::spawn_blocking({
+        let topic = s.topics.records.clone();
+        let want = want.clone();
+        move || {
+            read_until(&topic, |r| {
+                let keys: std::collections::BTreeSet<String> = r.iter().map(Msg::key_str).collect();
+                want.keys().all(|k| keys.contains(k))
+            })
+        }
+    })
+    .await
+    .unwrap();
+    // Tansu shows aborted batches to read_committed readers: copies must be byte-identical.
+    check_downstream(&records, &want, false);
+    assert!(
+        transactions(&registry, "committed") >= 1.0,
+        "the processor committed nothing after the stall"
+    );
+    tokio::time::timeout(Duration::from_secs(60), running.stop())
+        .await
+        .expect("shutdown in time")
+        .expect("the processor ran on through the stall and stopped cleanly");
+}
