@@ -122,11 +122,7 @@ async fn bad_input_is_dead_lettered_with_reasons_and_good_input_flows() {
         "oversize payloads are cut"
     );
 
-    let want_records: BTreeMap<String, String> = expected
-        .records
-        .iter()
-        .map(|r| (r.id().to_string(), r.status.phase.to_string()))
-        .collect();
+    let want_records = phases(&expected.records);
     let records = tokio::task::spawn_blocking({
         let topic = s.topics.records.clone();
         let n = want_records.len();

@@ -20,11 +20,7 @@ async fn fixture_session_yields_expected_records() {
     let events = parsed.events;
     let expected = replay(&s.core, events.clone(), FinishMode::Keep);
     assert!(!expected.records.is_empty());
-    let want: BTreeMap<String, String> = expected
-        .records
-        .iter()
-        .map(|r| (r.id().to_string(), r.status.phase.to_string()))
-        .collect();
+    let want = phases(&expected.records);
 
     let running = toolcalls_kafka::start(s.clone(), prometheus::Registry::new())
         .await

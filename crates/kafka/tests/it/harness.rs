@@ -23,10 +23,14 @@ pub const WAIT: Duration = Duration::from_secs(60);
 pub struct Broker {
     pub addr: String,
     /// Tansu's process id.
+    // Read by the stall test binary (crates/kafka/tests/stall), which includes this file.
+    #[allow(dead_code)]
     pub pid: u32,
     _guard: Mutex<(ChildStdin, Child)>,
 }
 
+// Used by the stall test binary (crates/kafka/tests/stall), which includes this file.
+#[allow(dead_code)]
 impl Broker {
     /// Stops the broker process (SIGSTOP): connections stay open, nothing is answered.
     pub fn pause(&self) {
@@ -553,6 +557,30 @@ pub fn read_to_end(topic: &str) -> Vec<Msg> {
         }
     }
     out
+}
+
+/// Record id → phase of `records`: what a downstream check compares with.
+pub fn phases(records: &[toolcalls_model::ToolCallRecord]) -> BTreeMap<String, String> {
+    records
+        .iter()
+        .map(|r| (r.id().to_string(), r.status.phase.to_string()))
+        .collect()
+}
+
+/// Record id → phase of what the core makes of `events` applied in order, pending calls kept.
+pub fn expected_phases(
+    core: &toolcalls_core::Config,
+    events: impl IntoIterator<Item = Event>,
+) -> BTreeMap<String, String> {
+    phases(&toolcalls_core::replay(core, events, toolcalls_core::FinishMode::Keep).records)
+}
+
+/// Reads `topic` until a record of every key of `want` arrived (bounded like [`read_until`]).
+pub fn read_until_keys(topic: &str, want: &BTreeMap<String, String>) -> Vec<Msg> {
+    read_until(topic, |r| {
+        let keys: std::collections::BTreeSet<String> = r.iter().map(Msg::key_str).collect();
+        want.keys().all(|k| keys.contains(k))
+    })
 }
 
 /// The downstream check. Every expected key is present and no other key is. Where the broker

@@ -72,11 +72,7 @@ async fn published_transcripts_become_the_records_the_core_gives() {
     }
 
     let expected = replay(&s.core, events, FinishMode::Keep);
-    let want: BTreeMap<String, String> = expected
-        .records
-        .iter()
-        .map(|r| (r.id().to_string(), r.status.phase.to_string()))
-        .collect();
+    let want = phases(&expected.records);
     assert_eq!(want.len(), 10 + 13);
 
     let running = toolcalls_kafka::start(s.clone(), prometheus::Registry::new())

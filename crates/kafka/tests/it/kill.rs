@@ -10,8 +10,6 @@
 //! when they are byte-identical to the committed record, and counts them.
 
 use crate::harness::*;
-use std::collections::BTreeMap;
-use toolcalls_core::{replay, FinishMode};
 
 fn kill_and_restart(point: &str) {
     kill_and_restart_with(point, toolcalls_kafka::Guarantee::ExactlyOnce);
@@ -25,16 +23,7 @@ fn kill_and_restart_with(point: &str, guarantee: toolcalls_kafka::Guarantee) {
     rt.block_on(create_topics(&s, 2));
     let (announces, completions) = synth(point, 6, 16);
     let half = completions.len() / 2;
-    let expected = replay(
-        &s.core,
-        announces.iter().chain(&completions).cloned(),
-        FinishMode::Keep,
-    );
-    let want: BTreeMap<String, String> = expected
-        .records
-        .iter()
-        .map(|r| (r.id().to_string(), r.status.phase.to_string()))
-        .collect();
+    let want = expected_phases(&s.core, announces.iter().chain(&completions).cloned());
     assert_eq!(want.len(), completions.len());
 
     let quarter = half / 2;

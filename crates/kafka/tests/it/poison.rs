@@ -2,7 +2,6 @@
 //! of being replayed — and panicking — for ever; the rest of the partition flows on.
 
 use crate::harness::*;
-use std::collections::BTreeMap;
 use toolcalls_core::{replay, FinishMode};
 use toolcalls_model::Event;
 
@@ -45,20 +44,11 @@ async fn a_message_that_panics_is_dead_lettered_and_the_partition_goes_on() {
         .collect();
     assert_eq!(rest.len(), announces.len() + completions.len() - 1);
     let expected = replay(&s.core, rest, FinishMode::Keep);
-    let want: BTreeMap<String, String> = expected
-        .records
-        .iter()
-        .map(|r| (r.id().to_string(), r.status.phase.to_string()))
-        .collect();
+    let want = phases(&expected.records);
     let records = tokio::task::spawn_blocking({
         let topic = s.topics.records.clone();
         let want = want.clone();
-        move || {
-            read_until(&topic, |r| {
-                let keys: std::collections::BTreeSet<String> = r.iter().map(Msg::key_str).collect();
-                want.keys().all(|k| keys.contains(k))
-            })
-        }
+        move || read_until_keys(&topic, &want)
     })
     .await
     .unwrap();

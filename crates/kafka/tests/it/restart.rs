@@ -1,25 +1,14 @@
 //! Calls pending across a restart complete correctly after their state is restored.
 
 use crate::harness::*;
-use std::collections::BTreeMap;
 use std::time::Duration;
-use toolcalls_core::{replay, FinishMode};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pending_calls_survive_a_restart() {
     let s = settings("restart");
     create_topics(&s, 2).await;
     let (announces, completions) = synth("restart", 4, 5);
-    let expected = replay(
-        &s.core,
-        announces.iter().chain(&completions).cloned(),
-        FinishMode::Keep,
-    );
-    let want: BTreeMap<String, String> = expected
-        .records
-        .iter()
-        .map(|r| (r.id().to_string(), r.status.phase.to_string()))
-        .collect();
+    let want = expected_phases(&s.core, announces.iter().chain(&completions).cloned());
 
     let first = toolcalls_kafka::start(s.clone(), prometheus::Registry::new())
         .await

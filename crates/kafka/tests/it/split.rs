@@ -1,9 +1,7 @@
 //! Two instances split the partitions; one leaves; no record key is lost or duplicated.
 
 use crate::harness::*;
-use std::collections::BTreeMap;
 use std::time::Duration;
-use toolcalls_core::{replay, FinishMode};
 
 fn assigned(metrics: &str) -> i64 {
     metrics
@@ -28,16 +26,7 @@ async fn two_instances_split_and_hand_over() {
     let s = settings("split");
     create_topics(&s, 4).await;
     let (announces, completions) = synth("split", 12, 6);
-    let expected = replay(
-        &s.core,
-        announces.iter().chain(&completions).cloned(),
-        FinishMode::Keep,
-    );
-    let want: BTreeMap<String, String> = expected
-        .records
-        .iter()
-        .map(|r| (r.id().to_string(), r.status.phase.to_string()))
-        .collect();
+    let want = expected_phases(&s.core, announces.iter().chain(&completions).cloned());
     let third = completions.len() / 3;
 
     let a = toolcalls_kafka::start(s.clone(), prometheus::Registry::new())

@@ -10,9 +10,7 @@
 mod harness;
 
 use harness::*;
-use std::collections::BTreeMap;
 use std::time::Duration;
-use toolcalls_core::{replay, FinishMode};
 
 /// Transactions the processor counted with `result` (`committed` or `aborted`).
 fn transactions(registry: &prometheus::Registry, result: &str) -> f64 {
@@ -38,16 +36,7 @@ async fn pending_calls_survive_a_broker_stall_longer_than_the_kafka_timeout() {
     s.commit_interval_ms = 50;
     create_topics(&s, 2).await;
     let (announces, completions) = synth("stall", 3, 4);
-    let expected = replay(
-        &s.core,
-        announces.iter().chain(&completions).cloned(),
-        FinishMode::Keep,
-    );
-    let want: BTreeMap<String, String> = expected
-        .records
-        .iter()
-        .map(|r| (r.id().to_string(), r.status.phase.to_string()))
-        .collect();
+    let want = expected_phases(&s.core, announces.iter().chain(&completions).cloned());
 
     let registry = prometheus::Registry::new();
     let running = toolcalls_kafka::start(s.clone(), registry.clone())
@@ -94,12 +83,7 @@ async fn pending_calls_survive_a_broker_stall_longer_than_the_kafka_timeout() {
     let records = tokio::task::spawn_blocking({
         let topic = s.topics.records.clone();
         let want = want.clone();
-        move || {
-            read_until(&topic, |r| {
-                let keys: std::collections::BTreeSet<String> = r.iter().map(Msg::key_str).collect();
-                want.keys().all(|k| keys.contains(k))
-            })
-        }
+        move || read_until_keys(&topic, &want)
     })
     .await
     .unwrap();
