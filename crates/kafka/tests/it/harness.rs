@@ -575,12 +575,18 @@ pub fn expected_phases(
     phases(&toolcalls_core::replay(core, events, toolcalls_core::FinishMode::Keep).records)
 }
 
-/// Reads `topic` until a record of every key of `want` arrived (bounded like [`read_until`]).
-pub fn read_until_keys(topic: &str, want: &BTreeMap<String, String>) -> Vec<Msg> {
-    read_until(topic, |r| {
-        let keys: std::collections::BTreeSet<String> = r.iter().map(Msg::key_str).collect();
-        want.keys().all(|k| keys.contains(k))
+/// Reads `topic` until a record of every key of `want` arrived (bounded like [`read_until`]), on
+/// a blocking thread.
+pub async fn read_until_keys(topic: &str, want: &BTreeMap<String, String>) -> Vec<Msg> {
+    let (topic, want) = (topic.to_owned(), want.clone());
+    tokio::task::spawn_blocking(move || {
+        read_until(&topic, |r| {
+            let keys: std::collections::BTreeSet<String> = r.iter().map(Msg::key_str).collect();
+            want.keys().all(|k| keys.contains(k))
+        })
     })
+    .await
+    .expect("the reading thread")
 }
 
 /// The downstream check. Every expected key is present and no other key is. Where the broker

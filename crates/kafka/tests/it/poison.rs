@@ -45,13 +45,7 @@ async fn a_message_that_panics_is_dead_lettered_and_the_partition_goes_on() {
     assert_eq!(rest.len(), announces.len() + completions.len() - 1);
     let expected = replay(&s.core, rest, FinishMode::Keep);
     let want = phases(&expected.records);
-    let records = tokio::task::spawn_blocking({
-        let topic = s.topics.records.clone();
-        let want = want.clone();
-        move || read_until_keys(&topic, &want)
-    })
-    .await
-    .unwrap();
+    let records = read_until_keys(&s.topics.records, &want).await;
     running.stop().await.expect("clean stop");
     let records_all = tokio::task::spawn_blocking({
         let topic = s.topics.records.clone();

@@ -80,13 +80,7 @@ async fn pending_calls_survive_a_broker_stall_longer_than_the_kafka_timeout() {
     broker().resume();
 
     produce_events(&s, &completions);
-    let records = tokio::task::spawn_blocking({
-        let topic = s.topics.records.clone();
-        let want = want.clone();
-        move || read_until_keys(&topic, &want)
-    })
-    .await
-    .unwrap();
+    let records = read_until_keys(&s.topics.records, &want).await;
     // Tansu shows aborted batches to read_committed readers: copies must be byte-identical.
     check_downstream(&records, &want, false);
     assert!(
