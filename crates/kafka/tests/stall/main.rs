@@ -1,7 +1,8 @@
 //! The processor rides out a broker that stops answering for longer than `kafka_timeout_ms` and
-//! the group session timeout. The open batch is aborted (the abort itself is retried until the
-//! broker answers), the partitions are lost and come back, their state is restored from the
-//! changelog, and the calls pending across the stall complete.
+//! the group session timeout, exactly-once and at-least-once. The open batch is aborted (the
+//! abort of the transaction itself is retried until the broker answers), the partitions are lost
+//! and come back, their state is restored from the changelog, and the calls pending across the
+//! stall complete.
 //!
 //! A test binary of its own: it stops its broker (SIGSTOP), which would stall every test sharing it.
 
@@ -11,6 +12,7 @@ mod harness;
 
 use harness::*;
 use std::time::Duration;
+use toolcalls_kafka::Guarantee;
 
 /// Transactions the processor counted with `result` (`committed` or `aborted`).
 fn transactions(registry: &prometheus::Registry, result: &str) -> f64 {
@@ -30,7 +32,14 @@ fn transactions(registry: &prometheus::Registry, result: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pending_calls_survive_a_broker_stall_longer_than_the_kafka_timeout() {
+    // One after the other: both stop the same broker.
+    ride_out_a_stall(Guarantee::ExactlyOnce).await;
+    ride_out_a_stall(Guarantee::AtLeastOnce).await;
+}
+
+async fn ride_out_a_stall(guarantee: Guarantee) {
     let mut s = settings("stall");
+    s.guarantee = guarantee;
     // Every Kafka operation gives up after 2 s: the stall below outlasts it several times over.
     s.kafka_timeout_ms = 2_000;
     s.commit_interval_ms = 50;
@@ -90,5 +99,7 @@ async fn pending_calls_survive_a_broker_stall_longer_than_the_kafka_timeout() {
     tokio::time::timeout(Duration::from_secs(60), running.stop())
         .await
         .expect("shutdown in time")
-        .expect("the processor ran on through the stall and stopped cleanly");
+        .unwrap_or_else(|e| {
+            panic!("{guarantee:?}: the processor did not run on through the stall: {e}")
+        });
 }
