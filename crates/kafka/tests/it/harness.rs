@@ -559,6 +559,38 @@ pub fn read_to_end(topic: &str) -> Vec<Msg> {
     out
 }
 
+/// The offsets `group` has committed on `topic`, summed over its partitions (none counts 0).
+pub fn committed_total(group: &str, topic: &str) -> i64 {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &broker().addr)
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("offsets reader");
+    let md = c
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .expect("metadata");
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..md.topics()[0].partitions().len() as i32 {
+        tpl.add_partition(topic, p);
+    }
+    // The list must be gone before the consumer is dropped, or the drop blocks.
+    let total = {
+        let committed = c
+            .committed_offsets(tpl, Duration::from_secs(10))
+            .expect("committed offsets");
+        committed
+            .elements()
+            .iter()
+            .map(|e| match e.offset() {
+                Offset::Offset(o) => o,
+                _ => 0,
+            })
+            .sum()
+    };
+    total
+}
+
 /// Record id → phase of `records`: what a downstream check compares with.
 pub fn phases(records: &[toolcalls_model::ToolCallRecord]) -> BTreeMap<String, String> {
     records

@@ -33,7 +33,15 @@ fn kill_and_restart_with(point: &str, guarantee: toolcalls_kafka::Guarantee) {
     produce_events(&s, &announces);
     produce_events(&s, &completions[..quarter]);
     if point != "after_consume" {
-        read_until(&s.topics.records, |r| r.len() >= quarter);
+        // The batch of the first quarter must be closed — its offsets committed — before the next
+        // quarter is sent, so that the next quarter makes a batch of its own. That its records
+        // can be read downstream is not enough: at-least-once, they are readable before their
+        // batch commits.
+        let (a, c) = (announces.len() as i64, quarter as i64);
+        wait_until("the first batch with records to commit", || {
+            committed_total(&s.group, &s.topics.announce) >= a
+                && committed_total(&s.group, &s.topics.completion) >= c
+        });
     }
     produce_events(&s, &completions[quarter..half]);
     first.wait_for_line(&format!("FAILPOINT {point}"));
