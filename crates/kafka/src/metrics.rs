@@ -40,6 +40,8 @@ pub struct Metrics {
     pub consumer_lag_seconds: prometheus::GaugeVec,
     /// Transactions (or at-least-once checkpoints) by result.
     pub transactions: IntCounterVec,
+    /// Attempts to abort a transaction that the broker did not confirm in time, and were repeated.
+    pub abort_retries: IntCounter,
     pub commit_duration: Histogram,
     /// Group rebalance events by kind (assign, revoke, lost).
     pub rebalances: IntCounterVec,
@@ -117,6 +119,7 @@ impl Metrics {
             consumer_lag_records: gauge_vec(r, "toolcalls_consumer_lag_records", "Input messages not yet delivered to the processor (last stable offset minus position, from librdkafka statistics), per input topic and partition.", &["topic", "partition"]),
             consumer_lag_seconds: fgauge_vec(r, "toolcalls_consumer_lag_seconds", "Wall clock minus the Kafka timestamp of the last processed message, per partition.", &["partition"]),
             transactions: counter_vec(r, "toolcalls_output_transactions_total", "Batches committed or aborted (at-least-once checkpoints included).", &["result"]),
+            abort_retries: counter(r, "toolcalls_output_abort_retries_total", "Aborts of a transaction that the broker did not confirm in time and were tried again."),
             commit_duration: histogram(r, "toolcalls_output_commit_duration_seconds", "Time to commit one batch.", latency.clone()),
             rebalances: counter_vec(r, "toolcalls_group_rebalances_total", "Rebalance events, by kind (assign, revoke, lost).", &["kind"]),
             restore_duration: histogram(r, "toolcalls_restore_duration_seconds", "Time to rebuild a partition's state from the changelog.", latency),

@@ -598,10 +598,11 @@ impl Coordinator {
         let guarantee = self.settings.guarantee;
         let timeout = Duration::from_millis(self.settings.kafka_timeout_ms);
         let give_up = Duration::from_millis(self.settings.transaction_timeout_ms);
+        let retries = self.metrics.abort_retries.clone();
         tokio::task::spawn_blocking(move || -> Result<(), Error> {
             let _ = producer.context().take_failures();
             if guarantee == Guarantee::ExactlyOnce {
-                abort_transaction(&producer, timeout, give_up)?;
+                abort_transaction(&producer, timeout, give_up, &retries)?;
                 producer
                     .begin_transaction()
                     .map_err(|e| Error::Transaction {
@@ -628,6 +629,7 @@ fn abort_transaction(
     producer: &SharedProducer,
     timeout: Duration,
     give_up: Duration,
+    retries: &prometheus::IntCounter,
 ) -> Result<(), Error> {
     let deadline = Instant::now() + give_up;
     let mut attempt = 1;
@@ -641,6 +643,7 @@ fn abort_transaction(
                     "the broker did not confirm the abort in time; retrying until it answers"
                 );
                 attempt += 1;
+                retries.inc();
                 // A retriable error that came back at once must not turn into a busy loop.
                 std::thread::sleep(ABORT_RETRY_BACKOFF);
             }

@@ -14,20 +14,31 @@ use harness::*;
 use std::time::Duration;
 use toolcalls_kafka::Guarantee;
 
-/// Transactions the processor counted with `result` (`committed` or `aborted`).
-fn transactions(registry: &prometheus::Registry, result: &str) -> f64 {
+/// The value of a counter of the processor, summed over the label sets whose labels include
+/// every `(name, value)` of `labels`.
+fn counter(registry: &prometheus::Registry, name: &str, labels: &[(&str, &str)]) -> f64 {
     registry
         .gather()
         .iter()
-        .filter(|f| f.name() == "toolcalls_output_transactions_total")
+        .filter(|f| f.name() == name)
         .flat_map(|f| f.get_metric().iter())
         .filter(|m| {
-            m.get_label()
-                .iter()
-                .any(|l| l.name() == "result" && l.value() == result)
+            labels.iter().all(|(k, v)| {
+                m.get_label()
+                    .iter()
+                    .any(|l| l.name() == *k && l.value() == *v)
+            })
         })
         .map(|m| m.get_counter().get_value())
         .sum()
+}
+
+fn transactions(registry: &prometheus::Registry, result: &str) -> f64 {
+    counter(
+        registry,
+        "toolcalls_output_transactions_total",
+        &[("result", result)],
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -83,9 +94,15 @@ async fn ride_out_a_stall(guarantee: Guarantee) {
         async move { transactions(&registry, "aborted") >= 1.0 }
     })
     .await;
-    // The injected fault: the broker stays stopped for more than `kafka_timeout_ms` after the
-    // abort began, so at least one attempt to abort times out (and used to stop the processor).
-    tokio::time::sleep(Duration::from_millis(3_000)).await;
+    if guarantee == Guarantee::ExactlyOnce {
+        // The broker stays stopped until an attempt to abort has timed out and was tried again
+        // (it used to stop the processor).
+        wait_until_async("an abort to time out and be tried again", || {
+            let registry = registry.clone();
+            async move { counter(&registry, "toolcalls_output_abort_retries_total", &[]) >= 1.0 }
+        })
+        .await;
+    }
     broker().resume();
 
     produce_events(&s, &completions);
