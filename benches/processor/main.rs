@@ -102,6 +102,12 @@ fn main() {
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("machine: {cores} cores available");
+    if cfg!(debug_assertions) {
+        println!(
+            "debug build: this run shows that the bench works and passes its checks; its rates are \
+             not measurements (benches/processor/run.sh builds the bench profile)"
+        );
+    }
     match args.command.as_str() {
         "memory" => {
             let variant = args.get("variant", "bare".to_owned());

@@ -193,6 +193,10 @@ pub fn broker(
             r.pending
         );
         println!("restore:         {}", r.cpu.describe(r.records as usize));
+        assert_eq!(
+            r.pending, pending,
+            "the restored state must hold what the writer left pending"
+        );
         results.push(r);
     }
     let best = results

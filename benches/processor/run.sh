@@ -10,6 +10,9 @@
 #   TIMELINE=100 ONLY=processor-eos benches/processor/run.sh e2e  # what a processor run waits on
 #   ALIGN_WAIT_MS=0 ONLY=processor-eos benches/processor/run.sh e2e  # input in arrival order
 #   RATE=20000 SECONDS_LIVE=10 COMMIT_INTERVAL_MS=20 benches/processor/run.sh latency  # live traffic
+#   SMOKE=1 benches/processor/run.sh         # every part, debug build, tiny inputs, no idle wait:
+#                                            # checks that the bench runs and passes its own checks
+#                                            # (scripts/test.sh does this); its rates mean nothing
 #
 # Installs Tansu (scripts/install-test-deps.sh, into .tools/), starts one broker on a free
 # 127.0.0.1 port with the memory storage engine, and stops it on exit, however the script exits.
@@ -26,6 +29,17 @@ PARTITIONS="${PARTITIONS:-4}"
 GRACES="${GRACES:-long}"
 RATE="${RATE:-20000}"
 SECONDS_LIVE="${SECONDS_LIVE:-10}"
+SMOKE="${SMOKE:-}"
+# Sizes of the parts that take no environment variable.
+MEMORY_CALLS=500000 RESTORE_CALLS=300000 RESTORE_ROUNDS=3 SAMPLES=2
+profile=(--profile bench)
+if [ -n "$SMOKE" ]; then
+  # The same code paths and checks on inputs small enough for a debug build: a test that the bench
+  # still works, not a measurement.
+  CALLS=5000 ROUNDS=1 RATE=2000 SECONDS_LIVE=3
+  MEMORY_CALLS=20000 RESTORE_CALLS=20000 RESTORE_ROUNDS=1 SAMPLES=1
+  profile=(--profile dev)
+fi
 
 log() { echo "run.sh: $*" >&2; }
 
@@ -36,6 +50,7 @@ log "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}'
 # processes leave it idle; every measured interval also reports the CPU other processes took.
 cpu_ticks() { awk '/^cpu / {print $2+$3+$4+$7+$8+$9, $5+$6}' /proc/stat; }
 wait_quiet() {
+  if [ -n "$SMOKE" ]; then return; fi
   local deadline=$((SECONDS + ${QUIET_WAIT:-300})) b1 i1 b2 i2 busy
   while :; do
     read -r b1 i1 < <(cpu_ticks); sleep 3; read -r b2 i2 < <(cpu_ticks)
@@ -51,11 +66,15 @@ wait_quiet() {
 }
 
 bench() {
-  timeout 900 cargo bench --quiet -p toolcalls-benches --bench processor -- "$@"
+  timeout 900 cargo bench --quiet --locked "${profile[@]}" -p toolcalls-benches --bench processor -- "$@"
 }
 
-log "building (release, bench profile)"
-cargo bench --quiet -p toolcalls-benches --bench processor --no-run
+if [ -n "$SMOKE" ]; then
+  log "SMOKE=1: debug build, tiny inputs; this checks that the bench works, its rates mean nothing"
+else
+  log "building (release, bench profile)"
+fi
+cargo bench --quiet --locked "${profile[@]}" -p toolcalls-benches --bench processor --no-run
 
 tansu_pid=""
 stop_broker() {
@@ -96,10 +115,10 @@ for part in "${parts[@]}"; do
   wait_quiet
   case "$part" in
     memory)
-      for v in bare args idless; do bench memory --calls 500000 --variant "$v"; done
+      for v in bare args idless; do bench memory --calls "$MEMORY_CALLS" --variant "$v"; done
       ;;
     restore)
-      bench restore --calls 300000 --rounds 3
+      bench restore --calls "$RESTORE_CALLS" --rounds "$RESTORE_ROUNDS"
       ;;
     e2e)
       # A fresh broker: nothing from the other parts in its memory.
@@ -110,7 +129,7 @@ for part in "${parts[@]}"; do
       ;;
     broker-restore)
       start_broker
-      bench broker-restore --brokers "$brokers" --calls "$CALLS" --partitions "$PARTITIONS" --samples 2 --broker-pid "$tansu_pid"
+      bench broker-restore --brokers "$brokers" --calls "$CALLS" --partitions "$PARTITIONS" --samples "$SAMPLES" --broker-pid "$tansu_pid"
       stop_broker
       ;;
     latency)
