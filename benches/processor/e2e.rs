@@ -120,7 +120,10 @@ pub fn copy_run(rt: &tokio::runtime::Runtime, plan: &Plan, input: &Input, eos: b
     let t0 = Instant::now();
     let worker = {
         let first = first.clone();
-        std::thread::spawn(move || copy::run(&cp, &first, limit))
+        std::thread::Builder::new()
+            .name("copy".into())
+            .spawn(move || copy::run(&cp, &first, limit))
+            .expect("spawning the copy thread")
     };
     kafka::wait_for(
         "the copy's first message",
@@ -316,6 +319,7 @@ pub fn run(rt: &tokio::runtime::Runtime, plan: &Plan) -> Vec<Run> {
                 r.note
             );
             println!("e2e:         {}", r.cpu.describe(r.events));
+            println!("e2e:         {}", r.cpu.describe_threads(r.events));
             runs.push(r);
         }
     }
