@@ -105,10 +105,9 @@ impl Usage {
 
 /// A thread's role: its name without the number librdkafka appends (`rdk:broker12` is
 /// `rdk:broker`); the bench's main thread is `main`.
-fn role(comm: &str) -> String {
+fn role(comm: &str, own: &str) -> String {
     let name = comm.trim();
-    let own = std::fs::read_to_string("/proc/self/comm").unwrap_or_default();
-    if name == own.trim() {
+    if name == own {
         return "main".to_owned();
     }
     name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '-')
@@ -119,13 +118,14 @@ fn thread_ticks() -> Vec<(u64, String, u64)> {
     let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
         return Vec::new();
     };
+    let own = std::fs::read_to_string("/proc/self/comm").unwrap_or_default();
     dir.filter_map(|e| {
         let e = e.ok()?;
         let tid: u64 = e.file_name().to_str()?.parse().ok()?;
         let path = e.path();
         let comm = std::fs::read_to_string(path.join("comm")).ok()?;
         let t = proc_ticks(path.join("stat").to_str()?);
-        Some((tid, role(&comm), t.user + t.system))
+        Some((tid, role(&comm, own.trim()), t.user + t.system))
     })
     .collect()
 }
