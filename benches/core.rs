@@ -10,7 +10,7 @@ use std::hint::black_box;
 use toolcalls_core::{Config, Correlator, Effects, Position};
 use toolcalls_model::Event;
 
-/// The allocator of the `toolcalls` binary (crates/cli/src/main.rs).
+/// The allocator of the `toolcalls` binary (src/main.rs).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -7,7 +7,7 @@
 use toolcalls_core::{Config, Correlator, Effects, Position};
 use toolcalls_model::Event;
 
-/// The allocator of the `toolcalls` binary (crates/cli/src/main.rs).
+/// The allocator of the `toolcalls` binary (src/main.rs).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

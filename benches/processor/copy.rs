@@ -1,6 +1,6 @@
 //! The baseline: a plain consume → produce copy of both input topics into one output topic, with
-//! the processor's client settings (crates/kafka/src/client.rs) and its batch cycle — every
-//! `commit_interval` wait until every message is delivered (`toolcalls_kafka::wait_delivered`, the
+//! the processor's client settings (crates/processor/src/client.rs) and its batch cycle — every
+//! `commit_interval` wait until every message is delivered (`toolcalls_producer::wait_delivered`, the
 //! processor's flush), then either send the consumed offsets to the transaction and commit it
 //! (exactly-once) or commit the offsets (at-least-once). No decoding, no state, no changelog.
 
@@ -172,7 +172,7 @@ pub fn run(
                 }
             }
             if plan.exactly_once {
-                toolcalls_kafka::wait_delivered(&producer, timeout)
+                toolcalls_producer::wait_delivered(&producer, timeout)
                     .map_err(|e| format!("flush: {e}"))?;
                 let cgm = consumer
                     .group_metadata()
@@ -187,7 +187,7 @@ pub fn run(
                     .begin_transaction()
                     .map_err(|e| format!("begin_transaction: {e}"))?;
             } else {
-                toolcalls_kafka::wait_delivered(&producer, timeout)
+                toolcalls_producer::wait_delivered(&producer, timeout)
                     .map_err(|e| format!("flush: {e}"))?;
                 consumer
                     .commit(&offsets, CommitMode::Sync)

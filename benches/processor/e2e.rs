@@ -15,7 +15,7 @@ use crate::kafka::{self, metric, metric_where, Ends, OffsetWatch, WAIT};
 use prometheus::Registry;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
-use toolcalls_kafka::Guarantee;
+use toolcalls_processor::Guarantee;
 
 pub struct Plan {
     pub brokers: String,
@@ -199,7 +199,7 @@ pub fn processor_run(
     let limit = Instant::now() + WAIT;
     let t0 = Instant::now();
     let running = rt
-        .block_on(toolcalls_kafka::start(settings, registry.clone()))
+        .block_on(toolcalls_processor::start(settings, registry.clone()))
         .expect("starting the processor");
     let first = kafka::wait_for(
         "the processor's first input",

@@ -13,8 +13,8 @@ use rdkafka::types::RDKafkaErrorCode;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use toolcalls_kafka::publish::{PublishSettings, Publisher};
-use toolcalls_kafka::{Settings, TopicPlan};
+use toolcalls_producer::{PublishSettings, Publisher};
+use toolcalls_processor::{Settings, TopicPlan};
 use toolcalls_model::Event;
 
 /// Bound of any single wait of the benchmark.
@@ -75,7 +75,7 @@ pub fn create_processor_topics(rt: &tokio::runtime::Runtime, s: &Settings, parti
         output_partitions: None,
         replication: 1,
     };
-    rt.block_on(toolcalls_kafka::create_topics(s, &plan))
+    rt.block_on(toolcalls_processor::create_topics(s, &plan))
         .expect("creating the processor's topics");
 }
 

@@ -16,7 +16,7 @@ use serde_json::json;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use toolcalls_kafka::publish::{PublishSettings, Publisher};
+use toolcalls_producer::{PublishSettings, Publisher};
 use toolcalls_model::{Event, Timestamp};
 
 pub struct Plan {
@@ -76,7 +76,7 @@ pub fn run(rt: &tokio::runtime::Runtime, plan: &Plan) {
     kafka::create_processor_topics(rt, &settings, plan.partitions);
     let registry = Registry::new();
     let running = rt
-        .block_on(toolcalls_kafka::start(settings.clone(), registry.clone()))
+        .block_on(toolcalls_processor::start(settings.clone(), registry.clone()))
         .expect("starting the processor");
     let limit = Instant::now() + WAIT;
     kafka::wait_for(

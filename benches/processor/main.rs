@@ -23,7 +23,7 @@ mod restore;
 
 use std::collections::HashMap;
 
-/// The allocator of the `toolcalls` binary (crates/cli/src/main.rs), so the processor runs here as
+/// The allocator of the `toolcalls` binary (src/main.rs), so the processor runs here as
 /// it runs there.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -84,7 +84,7 @@ fn usage(why: &str) -> ! {
 }
 
 fn runtime() -> tokio::runtime::Runtime {
-    // What `#[tokio::main]` of toolcalls-processor builds: one worker per core.
+    // What `toolcalls run` builds: one worker per core.
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

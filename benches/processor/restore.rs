@@ -13,7 +13,7 @@ use prometheus::Registry;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use toolcalls_core::{ChangelogOp, Config, Correlator, Effects, Position};
-use toolcalls_kafka::Settings;
+use toolcalls_processor::Settings;
 use toolcalls_model::Event;
 
 /// Correlation settings under which nothing announced closes during the benchmark.
@@ -167,7 +167,7 @@ pub fn broker(
     let limit = Instant::now() + WAIT;
     let t = Instant::now();
     let writer = rt
-        .block_on(toolcalls_kafka::start(settings.clone(), registry.clone()))
+        .block_on(toolcalls_processor::start(settings.clone(), registry.clone()))
         .expect("starting the writer");
     let watch = OffsetWatch::new(brokers, &group, &ends);
     watch.wait_done(Duration::from_millis(20), limit);
@@ -221,7 +221,7 @@ fn restore_once(
     let registry = Registry::new();
     let limit = Instant::now() + WAIT;
     let running = rt
-        .block_on(toolcalls_kafka::start(settings.clone(), registry.clone()))
+        .block_on(toolcalls_processor::start(settings.clone(), registry.clone()))
         .expect("starting the restorer");
     let assigned = kafka::wait_for("the assignment", Duration::from_millis(1), limit, || {
         metric(&registry, "toolcalls_group_partitions_assigned") > 0.0
@@ -246,7 +246,7 @@ fn restore_once(
     r
 }
 
-fn stop(rt: &tokio::runtime::Runtime, running: toolcalls_kafka::Running) {
+fn stop(rt: &tokio::runtime::Runtime, running: toolcalls_processor::Running) {
     let stopped =
         rt.block_on(async { tokio::time::timeout(Duration::from_secs(60), running.stop()).await });
     match stopped {
@@ -256,7 +256,7 @@ fn stop(rt: &tokio::runtime::Runtime, running: toolcalls_kafka::Running) {
     }
 }
 
-/// How long a fresh consumer with the runtime's restore-reader settings (crates/kafka/src/client.rs
+/// How long a fresh consumer with the runtime's restore-reader settings (crates/processor/src/client.rs
 /// `restore_config`) takes to reach the end of an empty partition: the fixed cost of a restore. As
 /// the runtime does it (assign at once), and with the topic's metadata fetched before the assign.
 fn empty_partition_floor(rt: &tokio::runtime::Runtime, brokers: &str) {

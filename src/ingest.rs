@@ -1,0 +1,498 @@
+//! `toolcalls ingest`: native agent files → v1 events, to Kafka or to JSON lines.
+//!
+//! Each file goes through its adapter (`toolcalls-adapters`; the format is named with `--format`
+//! or detected when unambiguous). Without `--out` the events are published to the input topics,
+//! keyed by session (see `toolcalls_producer`); with `--out FILE` (`-` for standard output)
+//! they are written as JSON lines, one v1 event per line, in file order. A malformed line is
+//! reported on stderr with its file and line and the rest of the file is still read (`--strict`
+//! stops instead). A summary per file goes to stderr at the end.
+
+use anyhow::{bail, Context};
+use std::collections::BTreeMap;
+use std::io::{BufWriter, IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+use toolcalls_adapters::{parse, partition_key, Format, Options, Parsed};
+use toolcalls_model::{Event, EventKind, Timestamp};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Native files to read (`-` reads standard input)
+    #[arg(value_name = "FILE", required = true)]
+    files: Vec<PathBuf>,
+    /// The files' format: claude-code, claude-code-stream, claude-code-hooks, anthropic,
+    /// openai-chat, openai-responses, codex, codex-exec, gemini-cli, gemini, mcp, otel; `auto`
+    /// detects it per file when only one fits (see docs/ADAPTERS.md)
+    /// [default: auto]
+    #[arg(long, short = 'f', env = "TOOLCALLS_FORMAT", value_name = "FORMAT")]
+    format: Option<String>,
+    /// Write the events as JSON lines to this file (`-` for standard output)
+    #[arg(long, short = 'o', env = "TOOLCALLS_INGEST_OUT", value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Remove native call ids, to simulate a framework without them (tools, arguments and
+    /// checksums stay)
+    #[arg(long, env = "TOOLCALLS_DROP_IDS")]
+    drop_ids: bool,
+    /// Use this source for every event instead of the framework name
+    #[arg(long, env = "TOOLCALLS_INGEST_SOURCE", value_name = "SOURCE")]
+    source: Option<String>,
+    /// Use this session for every event instead of the one each file names (or its file name)
+    #[arg(long, env = "TOOLCALLS_INGEST_SESSION", value_name = "SESSION")]
+    session: Option<String>,
+    /// Time of the first line for formats that carry no time (RFC 3339); later lines add 1 ms
+    /// each [default: the Unix epoch]
+    #[arg(long, env = "TOOLCALLS_INGEST_BASE_TIME", value_name = "TIME", value_parser = parse_time)]
+    base_time: Option<Timestamp>,
+    /// Stop at the first malformed line (exit code 2) instead of reporting it and going on
+    #[arg(long, env = "TOOLCALLS_STRICT")]
+    strict: bool,
+    /// Print no summary on stderr
+    #[arg(long, short = 'q', env = "TOOLCALLS_QUIET")]
+    quiet: bool,
+    /// Without --out: publish to the Kafka cluster at these bootstrap servers
+    /// [default: localhost:9092]
+    #[arg(long, env = "TOOLCALLS_BROKERS", value_name = "HOSTS")]
+    brokers: Option<String>,
+    /// Topic for announces and turn, approval and hook events [default: toolcalls.announce]
+    #[arg(long, env = "TOOLCALLS_ANNOUNCE_TOPIC", value_name = "TOPIC")]
+    announce_topic: Option<String>,
+    /// Topic for completions and execution ends [default: toolcalls.completion]
+    #[arg(long, env = "TOOLCALLS_COMPLETION_TOPIC", value_name = "TOPIC")]
+    completion_topic: Option<String>,
+    /// librdkafka property for the producer, repeatable: `--kafka security.protocol=SSL`
+    /// (the default partitioner is `murmur2_random`; all producers of the input topics must use
+    /// the same one). The environment variable takes a comma-separated list.
+    #[arg(long = "kafka", env = "TOOLCALLS_KAFKA", value_name = "KEY=VALUE", value_parser = toolcalls_processor::config::parse_key_value, value_delimiter = ',')]
+    kafka: Vec<(String, String)>,
+    #[command(flatten)]
+    config: crate::settings::ConfigArg,
+}
+
+/// What `ingest` reads from the config file: the processor's `brokers`, `[topics]` and `[kafka]`
+/// (so one file describes the cluster), and its own `[ingest]` table.
+#[derive(Debug, Default, serde::Deserialize)]
+struct IngestFile {
+    brokers: Option<String>,
+    topics: Option<FileTopics>,
+    #[serde(default)]
+    kafka: BTreeMap<String, toml::Value>,
+    ingest: Option<IngestTable>,
+    /// The other subcommands' settings.
+    #[serde(flatten)]
+    _rest: toml::Table,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct FileTopics {
+    announce: Option<String>,
+    completion: Option<String>,
+    /// The processor's other topics.
+    #[serde(flatten)]
+    _rest: toml::Table,
+}
+
+/// The `[ingest]` table.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IngestTable {
+    format: Option<String>,
+    drop_ids: Option<bool>,
+    source: Option<String>,
+    session: Option<String>,
+    base_time: Option<String>,
+    strict: Option<bool>,
+}
+
+impl Args {
+    /// Fills what neither a flag nor the environment set from the config file.
+    fn layer_file(&mut self) -> anyhow::Result<()> {
+        let file: IngestFile = crate::settings::read_file(self.config.config.as_deref())?;
+        let table = file.ingest.unwrap_or_default();
+        self.format = self.format.take().or(table.format);
+        self.drop_ids |= table.drop_ids.unwrap_or(false);
+        self.strict |= table.strict.unwrap_or(false);
+        self.source = self.source.take().or(table.source);
+        self.session = self.session.take().or(table.session);
+        if self.base_time.is_none() {
+            if let Some(t) = table.base_time {
+                self.base_time = Some(
+                    parse_time(&t)
+                        .map_err(anyhow::Error::msg)
+                        .context("[ingest] base_time")?,
+                );
+            }
+        }
+        self.brokers = self.brokers.take().or(file.brokers);
+        let topics = file.topics.unwrap_or_default();
+        self.announce_topic = self.announce_topic.take().or(topics.announce);
+        self.completion_topic = self.completion_topic.take().or(topics.completion);
+        let mut kafka: Vec<(String, String)> = file
+            .kafka
+            .into_iter()
+            .map(|(k, v)| match v {
+                toml::Value::String(s) => (k, s),
+                other => (k, other.to_string()),
+            })
+            .collect();
+        kafka.append(&mut self.kafka);
+        self.kafka = kafka;
+        Ok(())
+    }
+}
+
+fn parse_time(s: &str) -> Result<Timestamp, String> {
+    Timestamp::parse_rfc3339(s).map_err(|e| e.to_string())
+}
+
+/// Where ingested events go.
+pub trait Sink {
+    /// Hands over one event. `key` is the Kafka key (the session), `payload` the encoded event.
+    fn send(&mut self, key: &[u8], event: &Event, payload: &[u8]) -> anyhow::Result<()>;
+    /// Flushes everything sent; called once at the end.
+    fn finish(&mut self) -> anyhow::Result<()>;
+}
+
+/// One JSON event per line.
+pub struct JsonLines<W: Write> {
+    out: W,
+}
+
+impl<W: Write> JsonLines<W> {
+    pub fn new(out: W) -> Self {
+        JsonLines { out }
+    }
+}
+
+impl<W: Write> Sink for JsonLines<W> {
+    fn send(&mut self, _key: &[u8], _event: &Event, payload: &[u8]) -> anyhow::Result<()> {
+        self.out
+            .write_all(payload)
+            .context("cannot write an event")?;
+        self.out.write_all(b"\n").context("cannot write an event")?;
+        Ok(())
+    }
+
+    fn finish(&mut self) -> anyhow::Result<()> {
+        self.out.flush().context("cannot write the events")
+    }
+}
+
+/// What one file gave.
+#[derive(Debug, Default)]
+pub struct FileSummary {
+    pub name: String,
+    pub format: Option<Format>,
+    pub events: BTreeMap<EventKind, u64>,
+    pub bad_lines: u64,
+    pub skipped: u64,
+    pub sessions: u64,
+}
+
+/// Publishes to the input topics, keyed by session.
+pub struct KafkaSink(toolcalls_producer::Publisher);
+
+impl Sink for KafkaSink {
+    fn send(&mut self, _key: &[u8], event: &Event, payload: &[u8]) -> anyhow::Result<()> {
+        Ok(self.0.send(event, payload)?)
+    }
+
+    fn finish(&mut self) -> anyhow::Result<()> {
+        let delivered = self.0.finish()?;
+        eprintln!("toolcalls ingest: {delivered} events delivered to Kafka");
+        Ok(())
+    }
+}
+
+pub fn main(mut args: Args) -> anyhow::Result<ExitCode> {
+    args.layer_file()?;
+    let Some(out) = &args.out else {
+        let publisher =
+            toolcalls_producer::Publisher::new(toolcalls_producer::PublishSettings {
+                brokers: args
+                    .brokers
+                    .clone()
+                    .unwrap_or_else(|| "localhost:9092".into()),
+                announce_topic: args
+                    .announce_topic
+                    .clone()
+                    .unwrap_or_else(|| "toolcalls.announce".into()),
+                completion_topic: args
+                    .completion_topic
+                    .clone()
+                    .unwrap_or_else(|| "toolcalls.completion".into()),
+                kafka: args.kafka.clone(),
+                flush_timeout: Duration::from_secs(60),
+            })?;
+        let mut sink = KafkaSink(publisher);
+        let summaries = run(&args, &mut sink)?;
+        if !args.quiet {
+            print_summary(&summaries);
+        }
+        return Ok(ExitCode::SUCCESS);
+    };
+    let writer: Box<dyn Write> = if out.as_os_str() == "-" {
+        Box::new(BufWriter::new(std::io::stdout().lock()))
+    } else {
+        Box::new(BufWriter::new(std::fs::File::create(out).with_context(
+            || format!("cannot create {}; check the --out path", out.display()),
+        )?))
+    };
+    let mut sink = JsonLines::new(writer);
+    let summaries = run(&args, &mut sink)?;
+    if !args.quiet {
+        print_summary(&summaries);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Reads every file of `args` into `sink`; returns what each file gave.
+pub fn run(args: &Args, sink: &mut dyn Sink) -> anyhow::Result<Vec<FileSummary>> {
+    let forced = match args.format.as_deref().unwrap_or("auto") {
+        "auto" => None,
+        name => Some(name.parse::<Format>()?),
+    };
+    let opts = Options {
+        drop_ids: args.drop_ids,
+        source: args.source.clone(),
+        session: args.session.clone(),
+        base_time: args.base_time,
+    };
+    let mut progress = Progress::new(!args.quiet && std::io::stderr().is_terminal());
+    let mut summaries = Vec::with_capacity(args.files.len());
+    let mut total = 0u64;
+    for path in &args.files {
+        let (name, bytes) = read(path)?;
+        let format = match forced {
+            Some(f) => f,
+            None => Format::detect(&name, &bytes[..bytes.len().min(1 << 16)]).with_context(|| {
+                format!("cannot tell the format of {name}; name it with --format (see docs/ADAPTERS.md)")
+            })?,
+        };
+        let Parsed {
+            events,
+            errors,
+            skipped,
+        } = parse(format, &name, &bytes, &opts);
+        let mut summary = FileSummary {
+            name: name.clone(),
+            format: Some(format),
+            skipped: skipped as u64,
+            ..FileSummary::default()
+        };
+        for e in &errors {
+            summary.bad_lines += 1;
+            eprintln!("{e}");
+            if args.strict {
+                bail!("{e}; stopping because of --strict");
+            }
+        }
+        let mut sessions = std::collections::BTreeSet::new();
+        for event in &events {
+            *summary.events.entry(event.kind()).or_default() += 1;
+            sessions.insert(event.session.as_str());
+            sink.send(partition_key(event), event, &event.encode())?;
+            total += 1;
+            progress.tick(total, &name);
+        }
+        summary.sessions = sessions.len() as u64;
+        summaries.push(summary);
+    }
+    sink.finish()?;
+    progress.done();
+    Ok(summaries)
+}
+
+/// The file's display name and bytes; `-` is standard input.
+fn read(path: &Path) -> anyhow::Result<(String, Vec<u8>)> {
+    let mut bytes = Vec::new();
+    if path.as_os_str() == "-" {
+        std::io::stdin()
+            .lock()
+            .read_to_end(&mut bytes)
+            .context("cannot read standard input")?;
+        return Ok(("<stdin>".to_owned(), bytes));
+    }
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok((path.display().to_string(), bytes))
+}
+
+fn print_summary(files: &[FileSummary]) {
+    let events: u64 = files.iter().flat_map(|f| f.events.values()).sum();
+    let bad: u64 = files.iter().map(|f| f.bad_lines).sum();
+    eprintln!(
+        "toolcalls ingest: {} files, {events} events, {bad} bad lines",
+        files.len()
+    );
+    for f in files {
+        let kinds: Vec<String> = f.events.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        eprintln!(
+            "  {} [{}]: {}; {} sessions, {} bad lines, {} rows skipped",
+            f.name,
+            f.format.map_or("?", Format::name),
+            if kinds.is_empty() {
+                "no events".to_owned()
+            } else {
+                kinds.join(", ")
+            },
+            f.sessions,
+            f.bad_lines,
+            f.skipped
+        );
+    }
+}
+
+/// A progress line on a terminal for long inputs, at most twice a second.
+struct Progress {
+    on: bool,
+    last: Instant,
+    shown: bool,
+}
+
+impl Progress {
+    fn new(on: bool) -> Self {
+        Progress {
+            on,
+            last: Instant::now(),
+            shown: false,
+        }
+    }
+
+    fn tick(&mut self, events: u64, file: &str) {
+        if !self.on || events & 4095 != 0 {
+            return;
+        }
+        let now = Instant::now();
+        if now.duration_since(self.last) < Duration::from_millis(500) {
+            return;
+        }
+        self.last = now;
+        self.shown = true;
+        eprint!("\r{events} events ({file})");
+    }
+
+    fn done(&self) {
+        if self.shown {
+            eprintln!();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Collects what a Kafka producer would get.
+    #[derive(Default)]
+    struct Collect {
+        sent: Vec<(Vec<u8>, Event)>,
+        finished: bool,
+    }
+
+    impl Sink for Collect {
+        fn send(&mut self, key: &[u8], event: &Event, payload: &[u8]) -> anyhow::Result<()> {
+            assert_eq!(
+                &Event::decode(payload).unwrap(),
+                event,
+                "the payload is the event"
+            );
+            self.sent.push((key.to_vec(), event.clone()));
+            Ok(())
+        }
+
+        fn finish(&mut self) -> anyhow::Result<()> {
+            self.finished = true;
+            Ok(())
+        }
+    }
+
+    fn args(files: &[&Path], extra: &[&str]) -> Args {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: Args,
+        }
+        let mut argv = vec!["ingest".to_owned(), "--quiet".to_owned()];
+        argv.extend(extra.iter().map(|s| (*s).to_owned()));
+        argv.extend(files.iter().map(|p| p.display().to_string()));
+        Cli::parse_from(argv).args
+    }
+
+    fn sample(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("crates/adapters/tests/data")
+            .join(name)
+    }
+
+    #[test]
+    fn detects_formats_and_keys_events_by_session() {
+        let files = [sample("mcp-proxy.jsonl"), sample("claude-hooks.jsonl")];
+        let a = args(&[&files[0], &files[1]], &[]);
+        let mut sink = Collect::default();
+        let summaries = run(&a, &mut sink).unwrap();
+        assert!(sink.finished);
+        assert_eq!(summaries[0].format, Some(Format::Mcp));
+        assert_eq!(
+            summaries[0].bad_lines, 1,
+            "the sample's request without a tool name"
+        );
+        assert_eq!(summaries[1].format, Some(Format::ClaudeCodeHooks));
+        assert_eq!(summaries[0].sessions, 2);
+        for (key, event) in &sink.sent {
+            assert_eq!(key.as_slice(), event.session.as_str().as_bytes());
+        }
+        let announces: u64 = summaries
+            .iter()
+            .map(|s| s.events.get(&EventKind::Announce).copied().unwrap_or(0))
+            .sum();
+        assert_eq!(announces, 5 + 7);
+    }
+
+    #[test]
+    fn drop_ids_and_overrides_reach_every_event() {
+        let f = sample("claude-stream-json.jsonl");
+        let a = args(
+            &[&f],
+            &[
+                "--format",
+                "claude-code-stream",
+                "--drop-ids",
+                "--session",
+                "s-9",
+                "--base-time",
+                "2026-01-01T00:00:00Z",
+            ],
+        );
+        let mut sink = Collect::default();
+        run(&a, &mut sink).unwrap();
+        assert!(!sink.sent.is_empty());
+        for (key, e) in &sink.sent {
+            assert_eq!((key.as_slice(), e.call_id.as_ref()), (&b"s-9"[..], None));
+        }
+        assert_eq!(
+            sink.sent[0].1.time.to_rfc3339(),
+            "2026-01-01T00:00:00.002Z",
+            "line 3, no time in the format"
+        );
+    }
+
+    #[test]
+    fn strict_stops_at_the_first_bad_line_and_unknown_formats_are_refused() {
+        let f = sample("otel-genai-spans.jsonl");
+        let e = run(&args(&[&f], &["--strict"]), &mut Collect::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("otel-genai-spans.jsonl:2") && e.contains("--strict"),
+            "{e}"
+        );
+        let e = run(
+            &args(&[&f], &["--format", "claude"]),
+            &mut Collect::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("unknown format `claude`"), "{e}");
+    }
+}

@@ -1,0 +1,26 @@
+//! `toolcalls run`: the processor (a Kafka consumer group), until SIGTERM or SIGINT.
+//!
+//! Every flag has a `TOOLCALLS_*` environment variable; `--config` names a TOML file with the same
+//! settings; `--kafka key=value` passes librdkafka properties (TLS, SASL, tuning). See
+//! docs/OPERATIONS.md for every setting, metric and guarantee.
+
+use anyhow::Context;
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    run: toolcalls_processor::RunArgs,
+}
+
+pub fn main(args: Args) -> anyhow::Result<ExitCode> {
+    let settings = args.run.into_settings().context("reading the settings")?;
+    toolcalls_processor::logging::init(settings.log_format);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("toolcalls")
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(toolcalls_processor::run(settings))?;
+    Ok(ExitCode::SUCCESS)
+}

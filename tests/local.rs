@@ -1,0 +1,241 @@
+//! `toolcalls local` end to end: the bundled example, bad lines, --strict, stdin, --at-end.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+use toolcalls_model::{Phase, Strategy, ToolCallRecord};
+
+const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/session.jsonl");
+
+fn toolcalls(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run toolcalls");
+    if let Some(input) = stdin {
+        // A child that refuses its arguments exits before reading: a broken pipe here is its
+        // answer, not a test failure.
+        let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().unwrap()
+}
+
+fn records(out: &Output) -> Vec<ToolCallRecord> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a record: {e}: {l}")))
+        .collect()
+}
+
+#[test]
+fn the_bundled_example_gives_the_expected_ledger() {
+    let out = toolcalls(&["local", EXAMPLE], None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let recs = records(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let count = |p: Phase| recs.iter().filter(|r| r.status.phase == p).count();
+    assert_eq!(recs.len(), 9, "{stderr}");
+    assert_eq!(
+        (
+            count(Phase::Succeeded),
+            count(Phase::Failed),
+            count(Phase::Interrupted),
+            count(Phase::Orphaned)
+        ),
+        (6, 1, 1, 1)
+    );
+    // The bad line is reported with file, line number and reason, and the rest went on.
+    assert!(
+        stderr.contains("session.jsonl:25:") && stderr.contains("RFC 3339"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("24 events, 1 bad lines, 9 records"),
+        "{stderr}"
+    );
+    // The id-less Gemini calls were paired by checksum (identical calls oldest first) and tool.
+    let gemini: Vec<_> = recs
+        .iter()
+        .filter(|r| r.metadata.source.as_str() == "gemini-cli")
+        .collect();
+    let strategies: Vec<_> = gemini.iter().map(|r| r.correlation.strategy).collect();
+    assert_eq!(
+        strategies
+            .iter()
+            .filter(|s| **s == Strategy::Checksum)
+            .count(),
+        2
+    );
+    assert_eq!(
+        strategies
+            .iter()
+            .filter(|s| **s == Strategy::ToolFifo)
+            .count(),
+        1
+    );
+    // The retried ticket collapsed into one record with its approval and hook decision.
+    let adk = recs
+        .iter()
+        .find(|r| r.metadata.source.as_str() == "adk")
+        .unwrap();
+    assert_eq!(adk.correlation.attempts, 2);
+    assert_eq!(
+        adk.spec.approval.as_ref().unwrap().approved_by.as_deref(),
+        Some("alice@example.com")
+    );
+    assert_eq!(adk.status.hook_decisions.len(), 1);
+    assert_eq!(adk.status.duration_ms, Some(3000));
+}
+
+#[test]
+fn output_is_deterministic_and_can_go_to_a_file() {
+    let dir = std::env::temp_dir().join(format!("toolcalls-local-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("records.jsonl");
+    let a = toolcalls(
+        &["local", "-q", EXAMPLE, "--out", path.to_str().unwrap()],
+        None,
+    );
+    assert!(a.status.success());
+    assert!(
+        a.stdout.is_empty() && !a.stderr.is_empty(),
+        "bad line still reported with -q"
+    );
+    let b = toolcalls(&["local", "-q", EXAMPLE], None);
+    assert_eq!(std::fs::read(&path).unwrap(), b.stdout);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn strict_stops_at_the_first_bad_line() {
+    let out = toolcalls(&["local", "--strict", "-"], Some("{\"v\":1}\n"));
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("<stdin>:1:") && stderr.contains("--strict"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn at_end_chooses_how_pending_calls_close() {
+    let input = r#"{"v":1,"kind":"announce","source":"s","session":"x","callId":"a","time":"2026-01-01T00:00:00Z","tool":"T"}"#;
+    let deadlines = records(&toolcalls(&["local", "-q"], Some(input)));
+    assert_eq!(deadlines[0].status.phase, Phase::TimedOut);
+    let interrupt = records(&toolcalls(
+        &["local", "-q", "--at-end", "interrupt"],
+        Some(input),
+    ));
+    assert_eq!(interrupt[0].status.phase, Phase::Interrupted);
+    let keep = toolcalls(&["local", "--at-end", "keep"], Some(input));
+    assert!(keep.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&keep.stderr).contains("still pending (--at-end keep): 1"));
+}
+
+#[test]
+fn settings_come_from_flags_env_and_file() {
+    let input = concat!(
+        r#"{"v":1,"kind":"announce","source":"s","session":"x","callId":"a","time":"2026-01-01T00:00:00Z","tool":"T"}"#,
+        "\n",
+        r#"{"v":1,"kind":"announce","source":"s","session":"x","callId":"b","time":"2026-01-01T00:00:01Z","tool":"T"}"#,
+    );
+    // max-pending 1: the first call is evicted when the second arrives.
+    let flag = records(&toolcalls(
+        &["local", "-q", "--max-pending", "1"],
+        Some(input),
+    ));
+    assert_eq!(flag[0].status.phase, Phase::Evicted);
+    let dir = std::env::temp_dir().join(format!("toolcalls-cfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("toolcalls.toml");
+    std::fs::write(
+        &cfg,
+        "[core]\nmax_pending = 1\n[local]\nat_end = \"interrupt\"\n",
+    )
+    .unwrap();
+    let file = records(&toolcalls(
+        &["local", "-q", "--config", cfg.to_str().unwrap()],
+        Some(input),
+    ));
+    assert_eq!(
+        (file[0].status.phase, file[1].status.phase),
+        (Phase::Evicted, Phase::Interrupted)
+    );
+    std::fs::write(&cfg, "[core]\nmax_pendin = 1\n").unwrap();
+    let bad = toolcalls(&["local", "--config", cfg.to_str().unwrap()], Some(input));
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("max_pendin"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn one_config_file_serves_local_and_ingest() {
+    let dir = std::env::temp_dir().join(format!("toolcalls-shared-cfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("toolcalls.toml");
+    std::fs::write(
+        &cfg,
+        concat!(
+            "brokers = \"kafka:9092\"\n",
+            "group = \"ledger\"\n",
+            "[topics]\nannounce = \"a\"\ncompletion = \"c\"\n",
+            "[kafka]\n\"linger.ms\" = 5\n",
+            "[core]\nturn_grace = \"1s\"\n",
+            "[local]\nat_end = \"interrupt\"\n",
+            "[ingest]\ndrop_ids = true\nformat = \"claude-code-hooks\"\n",
+        ),
+    )
+    .unwrap();
+    let hooks = dir.join("hooks.jsonl");
+    std::fs::write(
+        &hooks,
+        r#"{"session_id":"s1","hook_event_name":"PreToolUse","tool_name":"Read","tool_input":{"file_path":"/a"},"tool_use_id":"toolu_1"}"#,
+    )
+    .unwrap();
+    let c = cfg.to_str().unwrap();
+    let ingest = toolcalls(
+        &[
+            "ingest",
+            "-q",
+            "--config",
+            c,
+            "--out",
+            "-",
+            hooks.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(
+        ingest.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ingest.stderr)
+    );
+    let events: Vec<toolcalls_model::Event> = String::from_utf8_lossy(&ingest.stdout)
+        .lines()
+        .map(|l| toolcalls_model::Event::decode(l.as_bytes()).unwrap())
+        .collect();
+    assert_eq!(events.len(), 1);
+    assert!(events[0].call_id.is_none(), "[ingest] drop_ids applied");
+    let local = toolcalls(
+        &["local", "-q", "--config", c],
+        Some(&String::from_utf8_lossy(&ingest.stdout)),
+    );
+    assert!(
+        local.status.success(),
+        "{}",
+        String::from_utf8_lossy(&local.stderr)
+    );
+    assert_eq!(
+        records(&local)[0].status.phase,
+        Phase::Interrupted,
+        "[local] at_end applied"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

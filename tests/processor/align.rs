@@ -1,0 +1,130 @@
+//! The two input topics of a partition are applied merged by message timestamp, whatever order
+//! the broker serves them in (Tansu serves a partition's whole announce backlog before the first
+//! completion). Traffic whose outcome depends on that order must give the records of the events
+//! applied in the order they were written.
+
+use crate::harness::*;
+use std::collections::BTreeSet;
+use std::time::Duration;
+use toolcalls_core::{Correlator, Effects, Position};
+use toolcalls_model::{Event, EventKind};
+
+/// Sessions of an id-less command run again and again (`ls /`, same arguments): run again after
+/// its result came back, it is a new call; announced again while the first is pending, it is a
+/// retry of that call. Every call takes 300 ms, the next starts a second after the last.
+fn repeated_calls(prefix: &str, sessions: usize, calls: usize) -> Vec<Event> {
+    let mut events = Vec::new();
+    for s in 0..sessions {
+        for c in 0..calls {
+            let t = 1_767_225_600_000i64 + (c as i64) * 1000 + s as i64;
+            let at = toolcalls_model::Timestamp::from_millis(t).to_rfc3339();
+            let done = toolcalls_model::Timestamp::from_millis(t + 300).to_rfc3339();
+            let a = format!(
+                r#"{{"v":1,"kind":"announce","source":"synth","session":"{prefix}-s{s}","time":"{at}","tool":"ls","args":{{"path":"/"}}}}"#
+            );
+            let d = format!(
+                r#"{{"v":1,"kind":"completion","source":"synth","session":"{prefix}-s{s}","time":"{done}","tool":"ls","result":{{"run":{c}}}}}"#
+            );
+            events.push(Event::decode(a.as_bytes()).expect("valid announce"));
+            events.push(Event::decode(d.as_bytes()).expect("valid completion"));
+        }
+    }
+    events.sort_by_key(|e| e.time);
+    events
+}
+
+fn is_completion(e: &Event) -> bool {
+    matches!(e.kind(), EventKind::Completion | EventKind::ExecutionEnd)
+}
+
+/// What a record says: its id, phase, output and how it was matched (strategy, confidence, how
+/// many pending calls were candidates).
+fn summary(json: &serde_json::Value) -> String {
+    format!(
+        "{} {} {} {}",
+        json["metadata"]["name"],
+        json["status"]["phase"],
+        json["status"]["output"],
+        json["correlation"]
+    )
+}
+
+/// How many of `a`'s records `b` lacks.
+fn missing(a: &BTreeSet<String>, b: &BTreeSet<String>) -> usize {
+    a.difference(b).count()
+}
+
+/// The records of the events applied by one correlator in the order given.
+fn correlate(s: &toolcalls_processor::config::Settings, events: &[&Event]) -> BTreeSet<String> {
+    let mut c = Correlator::new(s.core.clone());
+    let mut fx = Effects::default();
+    let mut next = [0i64; 2];
+    for e in events {
+        let t = usize::from(is_completion(e));
+        c.apply((*e).clone(), Position::new(t as u16, next[t]), &mut fx);
+        next[t] += 1;
+    }
+    fx.records
+        .iter()
+        .map(|r| summary(&serde_json::to_value(r).unwrap()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_two_topics_are_applied_in_timestamp_order() {
+    timestamp_order(settings("align")).await;
+}
+
+/// Back-pressure holds a partition's input back without giving up the order: with room for a
+/// handful of messages per partition, the topic the task waits for is still read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn back_pressure_keeps_timestamp_order() {
+    let mut s = settings("align-bp");
+    s.max_inflight_messages = 8;
+    s.max_inflight_bytes = 4096;
+    timestamp_order(s).await;
+}
+
+async fn timestamp_order(mut s: toolcalls_processor::config::Settings) {
+    // Long enough that only the input itself (or the consumer's statistics) ends a wait.
+    s.align_wait_ms = 60_000;
+    create_topics(&s, 1).await;
+    let events = repeated_calls(&s.group, 4, 50);
+
+    // The order matters: applied topic by topic, the records differ.
+    let in_order = correlate(&s, &events.iter().collect::<Vec<_>>());
+    let (completions, announces): (Vec<&Event>, Vec<&Event>) =
+        events.iter().partition(|e| is_completion(e));
+    let topic_by_topic = correlate(&s, &[announces, completions].concat());
+    assert_eq!(in_order.len(), 200, "every call gets its own result");
+    assert!(
+        missing(&in_order, &topic_by_topic) > 100,
+        "the traffic is order-sensitive: {:?}",
+        topic_by_topic.difference(&in_order).next()
+    );
+
+    // Written in event order, one millisecond apart.
+    produce_events_timed(&s, &events);
+    let running = toolcalls_processor::start(s.clone(), prometheus::Registry::new())
+        .await
+        .expect("start");
+    let records = tokio::task::spawn_blocking({
+        let topic = s.topics.records.clone();
+        move || read_until(&topic, |r| r.len() >= 200)
+    })
+    .await
+    .unwrap();
+    let got: BTreeSet<_> = records.iter().map(|r| summary(&r.json())).collect();
+    assert!(
+        got == in_order,
+        "the records of the events in the order written: {} of {} differ, e.g. {:?} instead of {:?}",
+        missing(&in_order, &got),
+        in_order.len(),
+        got.difference(&in_order).next(),
+        in_order.difference(&got).next()
+    );
+    tokio::time::timeout(Duration::from_secs(60), running.stop())
+        .await
+        .expect("shutdown in time")
+        .expect("clean shutdown");
+}

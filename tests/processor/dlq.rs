@@ -1,0 +1,153 @@
+//! Every class of bad input lands in the dead-letter topic with the right reason and source
+//! headers, while good traffic keeps flowing.
+
+use crate::harness::*;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use toolcalls_adapters::{parse, Format, Options};
+use toolcalls_core::{replay, FinishMode};
+
+fn announce(session: &str, time: &str, extra: &str) -> String {
+    format!(
+        r#"{{"v":1,"kind":"announce","source":"test","session":"{session}","callId":"c1","time":"{time}","tool":"t"{extra}}}"#
+    )
+}
+
+/// (expected reason, key, payload)
+type Case = (&'static str, &'static [u8], Option<Vec<u8>>);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_dead_lettered_with_reasons_and_good_input_flows() {
+    let mut s = settings("dlq");
+    s.max_message_bytes = 200 * 1024;
+    create_topics(&s, 2).await;
+    let running = toolcalls_processor::start(s.clone(), prometheus::Registry::new())
+        .await
+        .expect("start");
+
+    let deep = format!(
+        r#"{{"v":1,"kind":"announce","source":"test","session":"k","time":"2026-01-01T00:00:00Z","tool":"t","args":{}1{}}}"#,
+        "[".repeat(300),
+        "]".repeat(300)
+    );
+    let big = announce(
+        "k",
+        "2026-01-01T00:00:00Z",
+        &format!(r#","args":"{}""#, "x".repeat(300 * 1024)),
+    );
+    // (reason, key, payload)
+    let cases: Vec<Case> = vec![
+        ("not_json", b"k", Some(b"hello, world".to_vec())),
+        ("invalid_field", b"k", Some(announce("k", "2026-01-01T00:00:00Z", "").replace(r#""tool":"t""#, r#""tool":42"#).into_bytes())),
+        ("missing_field", b"k", Some(br#"{"v":1,"kind":"announce","source":"test","time":"2026-01-01T00:00:00Z","tool":"t"}"#.to_vec())),
+        ("unsupported_version", b"k", Some(announce("k", "2026-01-01T00:00:00Z", "").replace(r#""v":1"#, r#""v":2"#).into_bytes())),
+        ("too_large", b"k", Some(big.into_bytes())),
+        ("invalid_utf8", b"k", Some(vec![b'{', 0xff, 0xfe, b'}'])),
+        ("far_future", b"k", Some(announce("k", "2999-01-01T00:00:00Z", "").into_bytes())),
+        ("key_mismatch", b"other-session", Some(announce("k", "2026-01-01T00:00:00Z", "").into_bytes())),
+        ("too_deep", b"k", Some(deep.into_bytes())),
+        ("empty", b"k", Some(Vec::new())),
+        ("empty", b"k", None),
+        ("unknown_kind", b"k", Some(br#"{"v":1,"kind":"explode","source":"test","session":"k","time":"2026-01-01T00:00:00Z"}"#.to_vec())),
+        ("field_not_allowed", b"k", Some(br#"{"v":1,"kind":"completion","source":"test","session":"k","callId":"c1","time":"2026-01-01T00:00:00Z","sideEffects":{}}"#.to_vec())),
+        ("empty_field", b"", Some(announce("", "2026-01-01T00:00:00Z", "").into_bytes())),
+    ];
+
+    // Good traffic before, between and after the bad messages.
+    let parsed = parse(
+        Format::ClaudeCode,
+        "two.jsonl",
+        &fixture("claude-code/agentcmd-full-session-two.jsonl"),
+        &Options::default(),
+    );
+    let events = parsed.events;
+    let expected = replay(&s.core, events.clone(), FinishMode::Keep);
+    let half = events.len() / 2;
+    produce_events(&s, &events[..half]);
+    for (i, (_, key, payload)) in cases.iter().enumerate() {
+        let topic = if i % 2 == 0 {
+            &s.topics.announce
+        } else {
+            &s.topics.completion
+        };
+        produce_raw(topic, Some(key), payload.as_deref());
+    }
+    produce_events(&s, &events[half..]);
+
+    let dlq = tokio::task::spawn_blocking({
+        let topic = s.topics.dlq.clone();
+        let n = cases.len();
+        move || read_until(&topic, |r| r.len() >= n)
+    })
+    .await
+    .unwrap();
+    let mut got: Vec<&str> = dlq
+        .iter()
+        .map(|m| m.headers["toolcalls.reason"].as_str())
+        .collect();
+    let mut want: Vec<&str> = cases.iter().map(|c| c.0).collect();
+    got.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(got, want);
+    let classes: std::collections::BTreeSet<&str> = want.iter().copied().collect();
+    assert!(classes.len() >= 10);
+    for m in &dlq {
+        let topic = &m.headers["toolcalls.source.topic"];
+        assert!(
+            topic == &s.topics.announce || topic == &s.topics.completion,
+            "{:?}",
+            m.headers
+        );
+        assert!(
+            m.headers["toolcalls.source.partition"]
+                .parse::<i32>()
+                .is_ok(),
+            "{:?}",
+            m.headers
+        );
+        assert!(
+            m.headers["toolcalls.source.offset"].parse::<i64>().is_ok(),
+            "{:?}",
+            m.headers
+        );
+        assert!(!m.headers["toolcalls.error"].is_empty());
+    }
+    let oversize = dlq
+        .iter()
+        .find(|m| m.headers["toolcalls.reason"] == "too_large")
+        .unwrap();
+    assert_eq!(
+        oversize.payload.as_ref().unwrap().len(),
+        64 * 1024,
+        "oversize payloads are cut"
+    );
+
+    let want_records = phases(&expected.records);
+    let records = tokio::task::spawn_blocking({
+        let topic = s.topics.records.clone();
+        let n = want_records.len();
+        move || read_until(&topic, |r| r.len() >= n)
+    })
+    .await
+    .unwrap();
+    let got_records: BTreeMap<String, String> = records
+        .iter()
+        .map(|r| {
+            (
+                r.key_str(),
+                r.json()["status"]["phase"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(got_records, want_records);
+
+    let (_, metrics) = http_get(running.http_addr, "/metrics").await;
+    assert!(
+        metrics.contains("toolcalls_dlq_messages_total{reason=\"far_future\"} 1"),
+        "{metrics}"
+    );
+    tokio::time::timeout(Duration::from_secs(60), running.stop())
+        .await
+        .expect("shutdown in time")
+        .expect("clean shutdown");
+}

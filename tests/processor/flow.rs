@@ -1,0 +1,81 @@
+//! A real fixture session flows through and yields the records the pure core gives for it.
+
+use crate::harness::*;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use toolcalls_adapters::{parse, Format, Options};
+use toolcalls_core::{replay, FinishMode};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixture_session_yields_expected_records() {
+    let s = settings("flow");
+    create_topics(&s, 2).await;
+    let parsed = parse(
+        Format::Codex,
+        "rollout.jsonl",
+        &fixture("codex/agentcmd-rollout-01997ea4.jsonl"),
+        &Options::default(),
+    );
+    assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
+    let events = parsed.events;
+    let expected = replay(&s.core, events.clone(), FinishMode::Keep);
+    assert!(!expected.records.is_empty());
+    let want = phases(&expected.records);
+
+    let running = toolcalls_processor::start(s.clone(), prometheus::Registry::new())
+        .await
+        .expect("start");
+    let addr = running.http_addr;
+    wait_until_async("readiness", || async {
+        http_get(addr, "/readyz").await.0 == 200
+    })
+    .await;
+    produce_events(&s, &events);
+
+    let records = tokio::task::spawn_blocking({
+        let topic = s.topics.records.clone();
+        let n = want.len();
+        move || read_until(&topic, |r| r.len() >= n)
+    })
+    .await
+    .unwrap();
+    let got: BTreeMap<String, String> = records
+        .iter()
+        .map(|r| {
+            (
+                r.key_str(),
+                r.json()["status"]["phase"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(got, want, "records differ from the pure core's replay");
+    assert_eq!(records.len(), want.len(), "a record was published twice");
+
+    // Calls still pending are visible through the query API.
+    let session = events[0].session.as_str().to_owned();
+    let (status, body) = http_get(addr, &format!("/v1/sessions/{session}/pending")).await;
+    assert_eq!(status, 200, "{body}");
+    let pending: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        pending["pending"].as_array().unwrap().len(),
+        expected.pending.len(),
+        "{body}"
+    );
+    if let Some(p) = expected.pending.first() {
+        let (status, body) = http_get(addr, &format!("/v1/tool-calls/{}", p.id())).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, _) = http_get(addr, "/v1/tool-calls/not-a-uuid").await;
+    assert_eq!(status, 400);
+
+    let (status, metrics) = http_get(addr, "/metrics").await;
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("toolcalls_output_records_total{phase=\"Succeeded\"}"),
+        "{metrics}"
+    );
+    tokio::time::timeout(Duration::from_secs(60), running.stop())
+        .await
+        .expect("shutdown in time")
+        .expect("clean shutdown");
+}

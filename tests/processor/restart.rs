@@ -1,0 +1,69 @@
+//! Calls pending across a restart complete correctly after their state is restored.
+
+use crate::harness::*;
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_calls_survive_a_restart() {
+    let s = settings("restart");
+    create_topics(&s, 2).await;
+    let (announces, completions) = synth("restart", 4, 5);
+    let want = expected_phases(&s.core, announces.iter().chain(&completions).cloned());
+
+    let first = toolcalls_processor::start(s.clone(), prometheus::Registry::new())
+        .await
+        .expect("start");
+    produce_events(&s, &announces);
+    let session = announces[0].session.as_str().to_owned();
+    let addr = first.http_addr;
+    wait_until_async("announces pending in the first instance", || {
+        let path = format!("/v1/sessions/{session}/pending");
+        async move {
+            let (_, body) = http_get(addr, &path).await;
+            serde_json::from_str::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| v["pending"].as_array().map(|a| a.len()))
+                == Some(5)
+        }
+    })
+    .await;
+    tokio::time::timeout(Duration::from_secs(60), first.stop())
+        .await
+        .expect("shutdown in time")
+        .expect("clean shutdown");
+
+    // A new instance restores the pending calls before it reads anything new.
+    let second = toolcalls_processor::start(s.clone(), prometheus::Registry::new())
+        .await
+        .expect("restart");
+    let addr = second.http_addr;
+    wait_until_async("restored pending calls", || {
+        let path = format!("/v1/sessions/{session}/pending");
+        async move {
+            let (_, body) = http_get(addr, &path).await;
+            serde_json::from_str::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| v["pending"].as_array().map(|a| a.len()))
+                == Some(5)
+        }
+    })
+    .await;
+    let (_, metrics) = http_get(addr, "/metrics").await;
+    assert!(
+        metrics.contains("toolcalls_restore_records_total"),
+        "{metrics}"
+    );
+    produce_events(&s, &completions);
+    let records = tokio::task::spawn_blocking({
+        let topic = s.topics.records.clone();
+        let n = want.len();
+        move || read_until(&topic, |r| r.len() >= n)
+    })
+    .await
+    .unwrap();
+    check_downstream(&records, &want, true);
+    tokio::time::timeout(Duration::from_secs(60), second.stop())
+        .await
+        .expect("shutdown in time")
+        .expect("clean shutdown");
+}
