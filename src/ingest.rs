@@ -15,19 +15,37 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use toolcalls_adapters::{parse, partition_key, Format, Options, Parsed};
 use toolcalls_model::{Event, EventKind, Timestamp};
+use toolcalls_processor::config;
+use toolcalls_settings::ConfigFile;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Native files to read (`-` reads standard input)
     #[arg(value_name = "FILE", required = true)]
     files: Vec<PathBuf>,
+    #[command(flatten)]
+    opts: Opts,
+    #[command(flatten, next_help_heading = "Kafka (without --out)")]
+    publish: Publish,
+}
+
+/// `[ingest]` in the config file.
+#[derive(Debug, clap::Args)]
+#[group(id = "ingest")]
+struct Opts {
     /// The files' format: claude-code, claude-code-stream, claude-code-hooks, anthropic,
     /// openai-chat, openai-responses, codex, codex-exec, gemini-cli, gemini, mcp, otel; `auto`
     /// detects it per file when only one fits (see docs/ADAPTERS.md)
-    /// [default: auto]
-    #[arg(long, short = 'f', env = "TOOLCALLS_FORMAT", value_name = "FORMAT")]
-    format: Option<String>,
-    /// Write the events as JSON lines to this file (`-` for standard output)
+    #[arg(
+        long,
+        short = 'f',
+        env = "TOOLCALLS_FORMAT",
+        value_name = "FORMAT",
+        default_value = "auto"
+    )]
+    format: String,
+    /// Write the events as JSON lines to this file (`-` for standard output) instead of
+    /// publishing them
     #[arg(long, short = 'o', env = "TOOLCALLS_INGEST_OUT", value_name = "FILE")]
     out: Option<PathBuf>,
     /// Remove native call ids, to simulate a framework without them (tools, arguments and
@@ -41,7 +59,7 @@ pub struct Args {
     #[arg(long, env = "TOOLCALLS_INGEST_SESSION", value_name = "SESSION")]
     session: Option<String>,
     /// Time of the first line for formats that carry no time (RFC 3339); later lines add 1 ms
-    /// each [default: the Unix epoch]
+    /// each (default: the Unix epoch)
     #[arg(long, env = "TOOLCALLS_INGEST_BASE_TIME", value_name = "TIME", value_parser = parse_time)]
     base_time: Option<Timestamp>,
     /// Stop at the first malformed line (exit code 2) instead of reporting it and going on
@@ -50,95 +68,35 @@ pub struct Args {
     /// Print no summary on stderr
     #[arg(long, short = 'q', env = "TOOLCALLS_QUIET")]
     quiet: bool,
-    /// Without --out: publish to the Kafka cluster at these bootstrap servers
-    /// [default: localhost:9092]
-    #[arg(long, env = "TOOLCALLS_BROKERS", value_name = "HOSTS")]
-    brokers: Option<String>,
-    /// Topic for announces and turn, approval and hook events [default: toolcalls.announce]
-    #[arg(long, env = "TOOLCALLS_ANNOUNCE_TOPIC", value_name = "TOPIC")]
-    announce_topic: Option<String>,
-    /// Topic for completions and execution ends [default: toolcalls.completion]
-    #[arg(long, env = "TOOLCALLS_COMPLETION_TOPIC", value_name = "TOPIC")]
-    completion_topic: Option<String>,
-    /// librdkafka property for the producer, repeatable: `--kafka security.protocol=SSL`
-    /// (the default partitioner is `murmur2_random`; all producers of the input topics must use
-    /// the same one). The environment variable takes a comma-separated list.
-    #[arg(long = "kafka", env = "TOOLCALLS_KAFKA", value_name = "KEY=VALUE", value_parser = toolcalls_processor::config::parse_key_value, value_delimiter = ',')]
+}
+
+/// Where the events go without `--out`: the processor's cluster and input topics, with the
+/// processor's keys in the config file.
+#[derive(Debug, clap::Args)]
+struct Publish {
+    /// Kafka bootstrap servers
+    #[arg(long, env = "TOOLCALLS_BROKERS", value_name = "HOSTS", default_value = config::DEFAULT_BROKERS)]
+    brokers: String,
+    /// librdkafka property for the producer, repeatable: `--kafka security.protocol=SSL` (the
+    /// default partitioner is `murmur2_random`; all producers of the input topics must use the
+    /// same one); the variable takes a comma-separated list; the flags (or else the variable) go
+    /// after the file's `[kafka]` table
+    #[arg(long = "kafka", env = "TOOLCALLS_KAFKA", value_name = "KEY=VALUE", value_parser = toolcalls_settings::parse_key_value, value_delimiter = ',')]
     kafka: Vec<(String, String)>,
     #[command(flatten)]
-    config: crate::settings::ConfigArg,
+    topics: InputTopics,
 }
 
-/// What `ingest` reads from the config file: the processor's `brokers`, `[topics]` and `[kafka]`
-/// (so one file describes the cluster), and its own `[ingest]` table.
-#[derive(Debug, Default, serde::Deserialize)]
-struct IngestFile {
-    brokers: Option<String>,
-    topics: Option<FileTopics>,
-    #[serde(default)]
-    kafka: BTreeMap<String, toml::Value>,
-    ingest: Option<IngestTable>,
-    /// The other subcommands' settings.
-    #[serde(flatten)]
-    _rest: toml::Table,
-}
-
-#[derive(Debug, Default, serde::Deserialize)]
-struct FileTopics {
-    announce: Option<String>,
-    completion: Option<String>,
-    /// The processor's other topics.
-    #[serde(flatten)]
-    _rest: toml::Table,
-}
-
-/// The `[ingest]` table.
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct IngestTable {
-    format: Option<String>,
-    drop_ids: Option<bool>,
-    source: Option<String>,
-    session: Option<String>,
-    base_time: Option<String>,
-    strict: Option<bool>,
-}
-
-impl Args {
-    /// Fills what neither a flag nor the environment set from the config file.
-    fn layer_file(&mut self) -> anyhow::Result<()> {
-        let file: IngestFile = crate::settings::read_file(self.config.config.as_deref())?;
-        let table = file.ingest.unwrap_or_default();
-        self.format = self.format.take().or(table.format);
-        self.drop_ids |= table.drop_ids.unwrap_or(false);
-        self.strict |= table.strict.unwrap_or(false);
-        self.source = self.source.take().or(table.source);
-        self.session = self.session.take().or(table.session);
-        if self.base_time.is_none() {
-            if let Some(t) = table.base_time {
-                self.base_time = Some(
-                    parse_time(&t)
-                        .map_err(anyhow::Error::msg)
-                        .context("[ingest] base_time")?,
-                );
-            }
-        }
-        self.brokers = self.brokers.take().or(file.brokers);
-        let topics = file.topics.unwrap_or_default();
-        self.announce_topic = self.announce_topic.take().or(topics.announce);
-        self.completion_topic = self.completion_topic.take().or(topics.completion);
-        let mut kafka: Vec<(String, String)> = file
-            .kafka
-            .into_iter()
-            .map(|(k, v)| match v {
-                toml::Value::String(s) => (k, s),
-                other => (k, other.to_string()),
-            })
-            .collect();
-        kafka.append(&mut self.kafka);
-        self.kafka = kafka;
-        Ok(())
-    }
+/// The processor's input topics: `[topics]` in the config file.
+#[derive(Debug, clap::Args)]
+#[group(id = "topics")]
+struct InputTopics {
+    /// Topic for announces and turn, approval and hook events
+    #[arg(long = "announce-topic", env = "TOOLCALLS_ANNOUNCE_TOPIC", value_name = "TOPIC", default_value = config::DEFAULT_ANNOUNCE_TOPIC)]
+    announce: String,
+    /// Topic for completions and execution ends
+    #[arg(long = "completion-topic", env = "TOOLCALLS_COMPLETION_TOPIC", value_name = "TOPIC", default_value = config::DEFAULT_COMPLETION_TOPIC)]
+    completion: String,
 }
 
 fn parse_time(s: &str) -> Result<Timestamp, String> {
@@ -204,29 +162,27 @@ impl Sink for KafkaSink {
     }
 }
 
-pub fn main(mut args: Args) -> anyhow::Result<ExitCode> {
-    args.layer_file()?;
-    let Some(out) = &args.out else {
-        let publisher =
-            toolcalls_producer::Publisher::new(toolcalls_producer::PublishSettings {
-                brokers: args
-                    .brokers
-                    .clone()
-                    .unwrap_or_else(|| "localhost:9092".into()),
-                announce_topic: args
-                    .announce_topic
-                    .clone()
-                    .unwrap_or_else(|| "toolcalls.announce".into()),
-                completion_topic: args
-                    .completion_topic
-                    .clone()
-                    .unwrap_or_else(|| "toolcalls.completion".into()),
-                kafka: args.kafka.clone(),
-                flush_timeout: Duration::from_secs(60),
-            })?;
+pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
+    let Some(out) = &args.opts.out else {
+        let Publish {
+            brokers,
+            kafka,
+            topics,
+        } = &args.publish;
+        let publisher = toolcalls_producer::Publisher::new(toolcalls_producer::PublishSettings {
+            brokers: brokers.clone(),
+            announce_topic: topics.announce.clone(),
+            completion_topic: topics.completion.clone(),
+            kafka: file
+                .pairs("kafka")
+                .into_iter()
+                .chain(kafka.clone())
+                .collect(),
+            flush_timeout: Duration::from_secs(60),
+        })?;
         let mut sink = KafkaSink(publisher);
         let summaries = run(&args, &mut sink)?;
-        if !args.quiet {
+        if !args.opts.quiet {
             print_summary(&summaries);
         }
         return Ok(ExitCode::SUCCESS);
@@ -240,7 +196,7 @@ pub fn main(mut args: Args) -> anyhow::Result<ExitCode> {
     };
     let mut sink = JsonLines::new(writer);
     let summaries = run(&args, &mut sink)?;
-    if !args.quiet {
+    if !args.opts.quiet {
         print_summary(&summaries);
     }
     Ok(ExitCode::SUCCESS)
@@ -248,17 +204,18 @@ pub fn main(mut args: Args) -> anyhow::Result<ExitCode> {
 
 /// Reads every file of `args` into `sink`; returns what each file gave.
 pub fn run(args: &Args, sink: &mut dyn Sink) -> anyhow::Result<Vec<FileSummary>> {
-    let forced = match args.format.as_deref().unwrap_or("auto") {
+    let o = &args.opts;
+    let forced = match o.format.as_str() {
         "auto" => None,
         name => Some(name.parse::<Format>()?),
     };
     let opts = Options {
-        drop_ids: args.drop_ids,
-        source: args.source.clone(),
-        session: args.session.clone(),
-        base_time: args.base_time,
+        drop_ids: o.drop_ids,
+        source: o.source.clone(),
+        session: o.session.clone(),
+        base_time: o.base_time,
     };
-    let mut progress = Progress::new(!args.quiet && std::io::stderr().is_terminal());
+    let mut progress = Progress::new(!o.quiet && std::io::stderr().is_terminal());
     let mut summaries = Vec::with_capacity(args.files.len());
     let mut total = 0u64;
     for path in &args.files {
@@ -283,7 +240,7 @@ pub fn run(args: &Args, sink: &mut dyn Sink) -> anyhow::Result<Vec<FileSummary>>
         for e in &errors {
             summary.bad_lines += 1;
             eprintln!("{e}");
-            if args.strict {
+            if o.strict {
                 bail!("{e}; stopping because of --strict");
             }
         }

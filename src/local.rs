@@ -5,64 +5,88 @@
 //! line is reported with its file, line number and reason and processing goes on (`--strict`
 //! stops instead). At the end of the input, calls still pending are closed as `--at-end` says.
 
-use crate::settings::{self, ConfigArg, CoreArgs, FileConfig};
 use anyhow::{bail, Context};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, BufWriter, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use toolcalls_adapters::Format;
-use toolcalls_core::{Correlator, Effects, Outcome, Position};
+use toolcalls_core::{Correlator, Effects, FinishMode, Outcome, Position};
 use toolcalls_model::{Event, Phase, Strategy, Timestamp, ToolCallRecord};
+use toolcalls_processor::core_settings::CoreArgs;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Input files (JSON lines); none or `-` reads standard input
     #[arg(value_name = "FILE")]
     files: Vec<PathBuf>,
-    /// Read a native format through its adapter instead of v1 events (see docs/ADAPTERS.md);
-    /// `auto` detects it per file when that is unambiguous
-    #[arg(long, short = 'f', env = "TOOLCALLS_FORMAT", value_name = "FORMAT")]
-    format: Option<String>,
+    #[command(flatten)]
+    opts: Opts,
+    #[command(flatten, next_help_heading = "Correlation rules")]
+    core: CoreArgs,
+}
+
+/// `[local]` in the config file.
+#[derive(Debug, clap::Args)]
+#[group(id = "local")]
+struct Opts {
+    /// `v1` events, or a native format read through its adapter (see docs/ADAPTERS.md); `auto`
+    /// detects it per file when that is unambiguous
+    #[arg(
+        long,
+        short = 'f',
+        env = "TOOLCALLS_FORMAT",
+        value_name = "FORMAT",
+        default_value = "v1"
+    )]
+    format: String,
     /// With --format: remove native call ids, to see how the fallbacks pair calls without them
     #[arg(long, env = "TOOLCALLS_DROP_IDS")]
     drop_ids: bool,
     /// Write records here instead of standard output
     #[arg(long, short = 'o', env = "TOOLCALLS_OUT", value_name = "FILE")]
     out: Option<PathBuf>,
-    /// Stop at the first bad line (exit code 1) instead of reporting it and going on
+    /// Stop at the first bad line (exit code 2) instead of reporting it and going on
     #[arg(long, env = "TOOLCALLS_STRICT")]
     strict: bool,
-    /// How calls still pending at the end of the input are closed: `deadlines` (let every
-    /// timeout and grace run out: TimedOut / Interrupted / Denied, waiting results Orphaned),
-    /// `interrupt` (all Interrupted), `keep` (publish nothing for them, list them in the summary)
-    /// [default: deadlines]
-    #[arg(long, env = "TOOLCALLS_AT_END", value_name = "MODE")]
-    at_end: Option<AtEnd>,
+    /// How calls still pending at the end of the input are closed
+    #[arg(long, env = "TOOLCALLS_AT_END", value_name = "MODE", value_parser = finish_modes(), default_value = finish_mode(FinishMode::default()).0)]
+    at_end: FinishMode,
     /// Print no summary on stderr
     #[arg(long, short = 'q', env = "TOOLCALLS_QUIET")]
     quiet: bool,
-    #[command(flatten)]
-    core: CoreArgs,
-    #[command(flatten)]
-    config: ConfigArg,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AtEnd {
-    Deadlines,
-    Interrupt,
-    Keep,
+/// The name and meaning of each of core's finish modes, as `--at-end` takes them.
+fn finish_mode(mode: FinishMode) -> (&'static str, &'static str) {
+    match mode {
+        FinishMode::Deadlines => (
+            "deadlines",
+            "let every timeout and grace run out: TimedOut / Interrupted / Denied, waiting results Orphaned",
+        ),
+        FinishMode::Interrupt => ("interrupt", "all Interrupted, waiting results Orphaned"),
+        FinishMode::Keep => ("keep", "publish nothing for them, list them in the summary"),
+    }
 }
 
-/// The `[local]` table of the config file.
-#[derive(Debug, Clone, Default, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LocalFile {
-    pub at_end: Option<AtEnd>,
-    pub strict: Option<bool>,
+fn finish_modes() -> impl TypedValueParser<Value = FinishMode> {
+    const MODES: [FinishMode; 3] = [
+        FinishMode::Deadlines,
+        FinishMode::Interrupt,
+        FinishMode::Keep,
+    ];
+    let values = MODES.map(|m| {
+        let (name, help) = finish_mode(m);
+        PossibleValue::new(name).help(help)
+    });
+    PossibleValuesParser::new(values).map(|name| {
+        MODES
+            .into_iter()
+            .find(|m| finish_mode(*m).0 == name)
+            .expect("one of the possible values")
+    })
 }
 
 #[derive(Default)]
@@ -78,24 +102,25 @@ struct Summary {
 }
 
 pub fn main(args: Args) -> anyhow::Result<ExitCode> {
-    let file: FileConfig = settings::read_file(args.config.config.as_deref())?;
-    let local = file.local.unwrap_or_default();
-    let config = args
-        .core
-        .resolve(&file.core.unwrap_or_default())
-        .map_err(anyhow::Error::msg)?;
-    let at_end = args.at_end.or(local.at_end).unwrap_or(AtEnd::Deadlines);
-    let strict = args.strict || local.strict.unwrap_or(false);
-    let format = match args.format.as_deref() {
-        None | Some("v1") => None,
-        Some("auto") => Some(None),
-        Some(name) => Some(Some(name.parse::<Format>()?)),
+    let config = args.core.resolve().map_err(anyhow::Error::msg)?;
+    let Opts {
+        format,
+        drop_ids,
+        out,
+        strict,
+        at_end,
+        quiet,
+    } = args.opts;
+    let format = match format.as_str() {
+        "v1" => None,
+        "auto" => Some(None),
+        name => Some(Some(name.parse::<Format>()?)),
     };
-    if args.drop_ids && format.is_none() {
+    if drop_ids && format.is_none() {
         bail!("--drop-ids needs --format: v1 events are used as they are");
     }
 
-    let mut sink: Box<dyn Write> = match &args.out {
+    let mut sink: Box<dyn Write> = match &out {
         Some(path) => Box::new(BufWriter::new(std::fs::File::create(path).with_context(
             || format!("cannot create {}; check the --out path", path.display()),
         )?)),
@@ -113,7 +138,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     let mut correlator = Correlator::without_changelog(config);
     let mut effects = Effects::default();
     let mut summary = Summary::default();
-    let mut progress = Progress::new(!args.quiet && std::io::stderr().is_terminal());
+    let mut progress = Progress::new(!quiet && std::io::stderr().is_terminal());
 
     for (index, input) in inputs.iter().enumerate() {
         let name = input.map_or_else(|| "<stdin>".to_owned(), |p| p.display().to_string());
@@ -191,7 +216,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
                     })?,
                 };
                 let opts = toolcalls_adapters::Options {
-                    drop_ids: args.drop_ids,
+                    drop_ids,
                     ..Default::default()
                 };
                 let parsed = toolcalls_adapters::parse(format, &name, &bytes, &opts);
@@ -210,15 +235,21 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     }
 
     match at_end {
-        AtEnd::Deadlines => correlator.advance(Timestamp::from_millis(i64::MAX), &mut effects),
-        AtEnd::Interrupt => correlator.close_all(Phase::Interrupted, "input ended", &mut effects),
-        AtEnd::Keep => summary.still_pending = correlator.pending_len() as u64,
+        FinishMode::Deadlines => correlator.advance(Timestamp::from_millis(i64::MAX), &mut effects),
+        FinishMode::Interrupt => {
+            correlator.close_all(Phase::Interrupted, "input ended", &mut effects)
+        }
+        FinishMode::Keep => summary.still_pending = correlator.pending_len() as u64,
     }
     write_records(&mut sink, &mut effects, &mut summary)?;
     sink.flush().context("cannot write the records")?;
     progress.done();
-    if !args.quiet {
-        print_summary(&summary, at_end == AtEnd::Keep, correlator.pending_views());
+    if !quiet {
+        print_summary(
+            &summary,
+            at_end == FinishMode::Keep,
+            correlator.pending_views(),
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

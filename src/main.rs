@@ -4,7 +4,6 @@ mod checksum;
 mod ingest;
 mod local;
 mod run;
-mod settings;
 mod topics;
 
 use clap::{Parser, Subcommand};
@@ -41,12 +40,13 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Flags, then environment variables, then the `--config` file, then defaults.
+    let (cli, file) = toolcalls_settings::parse::<Cli>();
     let result = match cli.command {
-        Command::Run(args) => run::main(args),
+        Command::Run(args) => run::main(args, &file),
         Command::Local(args) => local::main(args),
-        Command::Ingest(args) => ingest::main(args),
-        Command::Topics(args) => topics::main(args),
+        Command::Ingest(args) => ingest::main(args, &file),
+        Command::Topics(args) => topics::main(args, &file),
         Command::Checksum(args) => checksum::main(args),
     };
     match result {
@@ -55,5 +55,115 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every option of every command but `checksum` is a setting: a `TOOLCALLS_*` variable of its
+    /// own and a config-file key shown in its help.
+    #[test]
+    fn every_option_is_a_setting() {
+        toolcalls_settings::command::<Cli>().debug_assert();
+        fn leaves(cmd: &clap::Command, path: &str, out: &mut Vec<(String, clap::Command)>) {
+            let path = format!("{path} {}", cmd.get_name());
+            if cmd.has_subcommands() {
+                cmd.get_subcommands().for_each(|s| leaves(s, &path, out));
+            } else {
+                out.push((path, cmd.clone()));
+            }
+        }
+        let mut commands = Vec::new();
+        leaves(&toolcalls_settings::command::<Cli>(), "", &mut commands);
+        assert_eq!(
+            commands.len(),
+            6,
+            "run, local, ingest, topics create/check, checksum"
+        );
+        for (name, cmd) in commands.iter().filter(|(n, _)| !n.ends_with("checksum")) {
+            let mut vars = std::collections::BTreeSet::new();
+            for arg in cmd
+                .get_arguments()
+                .filter(|a| !a.is_positional() && !a.is_hide_set())
+            {
+                let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+                let var = arg.get_env().and_then(|v| v.to_str()).unwrap_or_default();
+                assert!(
+                    var.starts_with("TOOLCALLS_"),
+                    "{name} --{:?}: {var}",
+                    arg.get_long()
+                );
+                assert!(vars.insert(var.to_owned()), "{name}: {var} twice");
+                if arg.get_id() != toolcalls_settings::CONFIG {
+                    assert!(
+                        help.contains("[config: "),
+                        "{name} {:?}: {help}",
+                        arg.get_long()
+                    );
+                }
+            }
+            assert!(vars.contains("TOOLCALLS_CONFIG"), "{name} has --config");
+        }
+    }
+
+    #[test]
+    fn one_config_file_serves_every_command() {
+        let dir = std::env::temp_dir().join(format!("toolcalls-main-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("all.toml");
+        std::fs::write(
+            &path,
+            concat!(
+                "group = \"ledger\"\npartitions = 3\n",
+                "[topics]\nannounce = \"a\"\ncompletion = \"c\"\n",
+                "[kafka]\n\"client.id\" = \"file\"\n\"linger.ms\" = 5\n",
+                "[core]\ncall_timeout = \"1s\"\n",
+                "[local]\nat_end = \"keep\"\n",
+                "[ingest]\ndrop_ids = true\n",
+            ),
+        )
+        .unwrap();
+        let c = path.to_str().unwrap();
+        let (cli, file) = toolcalls_settings::try_parse_from::<Cli, _, _>([
+            "toolcalls",
+            "run",
+            "-c",
+            c,
+            "--kafka",
+            "client.id=flag",
+        ])
+        .unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!("parsed another command")
+        };
+        let s = args.run.into_settings(&file).unwrap();
+        assert_eq!(
+            (
+                s.group.as_str(),
+                s.topics.announce.as_str(),
+                s.core.call_timeout_ms
+            ),
+            ("ledger", "a", 1000)
+        );
+        assert_eq!(
+            s.kafka,
+            [
+                ("client.id", "file"),
+                ("linger.ms", "5"),
+                ("client.id", "flag")
+            ]
+            .map(|(k, v)| (k.to_owned(), v.to_owned())),
+            "the file's [kafka] first, then the flags"
+        );
+        for argv in [&["local"][..], &["ingest", "x.json"], &["topics", "check"]] {
+            let argv = [&["toolcalls"][..], argv, &["-c", c]].concat();
+            assert!(
+                toolcalls_settings::try_parse_from::<Cli, _, _>(&argv).is_ok(),
+                "{argv:?}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,20 +1,24 @@
 //! `toolcalls run`: the processor (a Kafka consumer group), until SIGTERM or SIGINT.
 //!
-//! Every flag has a `TOOLCALLS_*` environment variable; `--config` names a TOML file with the same
-//! settings; `--kafka key=value` passes librdkafka properties (TLS, SASL, tuning). See
-//! docs/OPERATIONS.md for every setting, metric and guarantee.
+//! Every flag has a `TOOLCALLS_*` environment variable and a key in the TOML file given with
+//! `--config` (`toolcalls_settings`); `--kafka key=value` passes librdkafka properties (TLS, SASL,
+//! tuning). See docs/OPERATIONS.md for every setting, metric and guarantee.
 
 use anyhow::Context;
 use std::process::ExitCode;
+use toolcalls_settings::ConfigFile;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    run: toolcalls_processor::RunArgs,
+    pub run: toolcalls_processor::RunArgs,
 }
 
-pub fn main(args: Args) -> anyhow::Result<ExitCode> {
-    let settings = args.run.into_settings().context("reading the settings")?;
+pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
+    let settings = args
+        .run
+        .into_settings(file)
+        .context("reading the settings")?;
     toolcalls_processor::logging::init(settings.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

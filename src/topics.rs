@@ -8,6 +8,7 @@
 use anyhow::Context;
 use std::process::ExitCode;
 use toolcalls_processor::{TopicOutcome, TopicPlan};
+use toolcalls_settings::ConfigFile;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -19,10 +20,10 @@ pub struct Args {
 enum Command {
     /// Create the input, output and changelog topics.
     Create {
-        /// Partitions of the input topics and the changelog.
+        /// Partitions of the input topics and the changelog
         #[arg(long, env = "TOOLCALLS_PARTITIONS", default_value_t = 6)]
         partitions: i32,
-        /// Partitions of the records and dead-letter topics (default: --partitions).
+        /// Partitions of the records and dead-letter topics (default: --partitions)
         #[arg(long, env = "TOOLCALLS_OUTPUT_PARTITIONS")]
         output_partitions: Option<i32>,
         /// Replication factor of every topic (3 on a production cluster)
@@ -38,7 +39,7 @@ enum Command {
     },
 }
 
-pub fn main(args: Args) -> anyhow::Result<ExitCode> {
+pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -50,7 +51,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             replication,
             run,
         } => {
-            let settings = run.into_settings().context("reading the settings")?;
+            let settings = run.into_settings(file).context("reading the settings")?;
             let plan = TopicPlan {
                 partitions,
                 output_partitions,
@@ -67,7 +68,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             println!("ok: input topics co-partitioned with {partitions} partitions");
         }
         Command::Check { run } => {
-            let settings = run.into_settings().context("reading the settings")?;
+            let settings = run.into_settings(file).context("reading the settings")?;
             let partitions = toolcalls_processor::topics::check_topics(&settings)?;
             println!("ok: input topics co-partitioned with {partitions} partitions");
         }

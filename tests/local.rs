@@ -6,8 +6,27 @@ use toolcalls_model::{Phase, Strategy, ToolCallRecord};
 
 const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/session.jsonl");
 
+/// Two calls without results, five seconds apart.
+const TWO_CALLS: &str = concat!(
+    r#"{"v":1,"kind":"announce","source":"s","session":"x","callId":"a","time":"2026-01-01T00:00:00Z","tool":"T"}"#,
+    "\n",
+    r#"{"v":1,"kind":"announce","source":"s","session":"x","callId":"b","time":"2026-01-01T00:00:05Z","tool":"T"}"#,
+);
+
 fn toolcalls(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+    toolcalls_with_env(args, &[], stdin)
+}
+
+/// `toolcalls` with these environment variables (and none of the caller's `TOOLCALLS_*`).
+fn toolcalls_with_env(args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_toolcalls"));
+    for (var, _) in std::env::vars_os() {
+        if var.to_string_lossy().starts_with("TOOLCALLS_") {
+            command.env_remove(var);
+        }
+    }
+    let mut child = command
+        .envs(env.iter().copied())
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -21,6 +40,13 @@ fn toolcalls(args: &[&str], stdin: Option<&str>) -> Output {
     }
     drop(child.stdin.take());
     child.wait_with_output().unwrap()
+}
+
+/// A fresh directory of this test run, named after the test.
+fn scratch_dir(test: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("toolcalls-{test}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
 fn records(out: &Output) -> Vec<ToolCallRecord> {
@@ -96,8 +122,7 @@ fn the_bundled_example_gives_the_expected_ledger() {
 
 #[test]
 fn output_is_deterministic_and_can_go_to_a_file() {
-    let dir = std::env::temp_dir().join(format!("toolcalls-local-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("local");
     let path = dir.join("records.jsonl");
     let a = toolcalls(
         &["local", "-q", EXAMPLE, "--out", path.to_str().unwrap()],
@@ -141,19 +166,14 @@ fn at_end_chooses_how_pending_calls_close() {
 
 #[test]
 fn settings_come_from_flags_env_and_file() {
-    let input = concat!(
-        r#"{"v":1,"kind":"announce","source":"s","session":"x","callId":"a","time":"2026-01-01T00:00:00Z","tool":"T"}"#,
-        "\n",
-        r#"{"v":1,"kind":"announce","source":"s","session":"x","callId":"b","time":"2026-01-01T00:00:01Z","tool":"T"}"#,
-    );
+    let input = TWO_CALLS;
     // max-pending 1: the first call is evicted when the second arrives.
     let flag = records(&toolcalls(
         &["local", "-q", "--max-pending", "1"],
         Some(input),
     ));
     assert_eq!(flag[0].status.phase, Phase::Evicted);
-    let dir = std::env::temp_dir().join(format!("toolcalls-cfg-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("cfg");
     let cfg = dir.join("toolcalls.toml");
     std::fs::write(
         &cfg,
@@ -168,17 +188,48 @@ fn settings_come_from_flags_env_and_file() {
         (file[0].status.phase, file[1].status.phase),
         (Phase::Evicted, Phase::Interrupted)
     );
+    // The environment over the file, a flag over the environment.
+    let c = cfg.to_str().unwrap();
+    let env = records(&toolcalls_with_env(
+        &["local", "-q", "--config", c, "--max-pending", "2"],
+        &[("TOOLCALLS_AT_END", "deadlines")],
+        Some(input),
+    ));
+    assert_eq!(
+        (env[0].status.phase, env[1].status.phase),
+        (Phase::TimedOut, Phase::TimedOut)
+    );
+    let flag = records(&toolcalls_with_env(
+        &["local", "-q", "--at-end", "interrupt"],
+        &[("TOOLCALLS_AT_END", "deadlines"), ("TOOLCALLS_CONFIG", c)],
+        Some(input),
+    ));
+    assert_eq!(
+        (flag[0].status.phase, flag[1].status.phase),
+        (Phase::Evicted, Phase::Interrupted),
+        "TOOLCALLS_CONFIG names the file"
+    );
     std::fs::write(&cfg, "[core]\nmax_pendin = 1\n").unwrap();
     let bad = toolcalls(&["local", "--config", cfg.to_str().unwrap()], Some(input));
     assert_eq!(bad.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("max_pendin"));
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        stderr.contains("max_pendin") && stderr.contains("toolcalls.toml"),
+        "{stderr}"
+    );
+    std::fs::write(&cfg, "[core]\nturn_grace = \"soon\"\n").unwrap();
+    let bad = toolcalls(&["local", "-c", c, "--turn-grace", "1s"], Some(input));
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        bad.status.code() == Some(2) && stderr.contains("core.turn_grace"),
+        "a wrong value in the file is refused even where a flag overrides it: {stderr}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn one_config_file_serves_local_and_ingest() {
-    let dir = std::env::temp_dir().join(format!("toolcalls-shared-cfg-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("shared-cfg");
     let cfg = dir.join("toolcalls.toml");
     std::fs::write(
         &cfg,
@@ -238,4 +289,54 @@ fn one_config_file_serves_local_and_ingest() {
         "[local] at_end applied"
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_config_file_sets_the_call_timeout_and_keeps_pending_calls() {
+    let input = TWO_CALLS;
+    let dir = scratch_dir("cfg-keep");
+    let cfg = dir.join("toolcalls.toml");
+    std::fs::write(
+        &cfg,
+        "[core]\ncall_timeout = \"1s\"\n[local]\nat_end = \"keep\"\n",
+    )
+    .unwrap();
+    let out = toolcalls(&["local", "--config", cfg.to_str().unwrap()], Some(input));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let recs = records(&out);
+    assert_eq!(recs.len(), 1, "{stderr}");
+    let first = serde_json::to_value(&recs[0]).unwrap();
+    assert_eq!(
+        (first["streamId"].as_str(), recs[0].status.phase),
+        (Some("a"), Phase::TimedOut),
+        "call a timed out after 1 s of stream time"
+    );
+    assert!(
+        stderr.contains("still pending (--at-end keep): 1"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn help_shows_every_knob_with_its_default_variable_and_key() {
+    let out = toolcalls(&["local", "--help"], None);
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for knob in [
+        "--at-end <MODE>",
+        "[config: local.at_end]",
+        "[env: TOOLCALLS_AT_END=]",
+        "[default: deadlines]",
+        "publish nothing for them, list them in the summary",
+        "--call-timeout <DURATION>",
+        "[config: core.call_timeout]",
+        "[default: 30m]",
+        "--max-pending <N>",
+        "[default: 100000]",
+        "--config <FILE>",
+        "[env: TOOLCALLS_CONFIG=]",
+    ] {
+        assert!(help.contains(knob), "{knob} missing from:\n{help}");
+    }
 }

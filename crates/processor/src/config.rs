@@ -1,18 +1,26 @@
-//! Configuration of the processor: defaults, then a TOML file, then environment variables and flags.
+//! Configuration of the processor: each setting declared once.
 //!
-//! [`RunArgs`] is the clap surface (`toolcalls run --help`); every flag has an environment variable
-//! `TOOLCALLS_*`. [`RunArgs::into_settings`] layers it over the file given with `--config` and the
-//! defaults into one [`Settings`], built once and passed down.
+//! [`Settings`] is both what the runtime reads and the options of `toolcalls run`: each field's
+//! flag, `TOOLCALLS_*` environment variable, default and help text are its clap attributes, and
+//! `toolcalls_settings` makes it a key of the `--config` file too (precedence: flag, variable,
+//! file, default). [`RunArgs`] adds the correlation rules and resolves both into one checked
+//! [`Settings`], built once and passed down.
 
+use crate::core_settings::CoreArgs;
 use crate::error::Error;
 use clap::{Args, ValueEnum};
-use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use toolcalls_settings::{parse_key_value, ConfigFile};
+
+/// Default bootstrap servers, of the processor and of `toolcalls ingest`.
+pub const DEFAULT_BROKERS: &str = "localhost:9092";
+/// Default input topic of announces, of the processor and of `toolcalls ingest`.
+pub const DEFAULT_ANNOUNCE_TOPIC: &str = "toolcalls.announce";
+/// Default input topic of completions, of the processor and of `toolcalls ingest`.
+pub const DEFAULT_COMPLETION_TOPIC: &str = "toolcalls.completion";
 
 /// Delivery guarantee of the output topics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ValueEnum, Default)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub enum Guarantee {
     /// One transaction per batch: records, changelog, dead letters and input offsets commit
     /// together. Downstream readers must use `isolation.level=read_committed`.
@@ -24,116 +32,180 @@ pub enum Guarantee {
 }
 
 /// Log line format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ValueEnum, Default)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub enum LogFormat {
     #[default]
     Text,
     Json,
 }
 
-/// Topic names.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+/// Topic names: `[topics]` in the config file.
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+#[group(id = "topics")]
 pub struct Topics {
+    /// Input topic of announces and turn, approval and hook events
+    #[arg(long = "announce-topic", env = "TOOLCALLS_ANNOUNCE_TOPIC", value_name = "TOPIC", default_value = DEFAULT_ANNOUNCE_TOPIC)]
     pub announce: String,
+    /// Input topic of completions and execution ends; must have as many partitions as the
+    /// announce topic
+    #[arg(long = "completion-topic", env = "TOOLCALLS_COMPLETION_TOPIC", value_name = "TOPIC", default_value = DEFAULT_COMPLETION_TOPIC)]
     pub completion: String,
+    /// Output topic of ToolCall records, keyed by record id
+    #[arg(
+        long = "records-topic",
+        env = "TOOLCALLS_RECORDS_TOPIC",
+        value_name = "TOPIC",
+        default_value = "toolcalls.records"
+    )]
     pub records: String,
+    /// Dead-letter topic: every message that could not be processed, with reason headers
+    #[arg(
+        long = "dlq-topic",
+        env = "TOOLCALLS_DLQ_TOPIC",
+        value_name = "TOPIC",
+        default_value = "toolcalls.dlq"
+    )]
     pub dlq: String,
-    /// Empty means `<group>-changelog`.
+    /// Compacted topic with each partition's pending state, for restore (default:
+    /// `<group>-changelog`)
+    #[arg(
+        long = "changelog-topic",
+        env = "TOOLCALLS_CHANGELOG_TOPIC",
+        value_name = "TOPIC",
+        default_value = "",
+        hide_default_value = true
+    )]
     pub changelog: String,
 }
 
 impl Default for Topics {
     fn default() -> Self {
-        Topics {
-            announce: "toolcalls.announce".into(),
-            completion: "toolcalls.completion".into(),
-            records: "toolcalls.records".into(),
-            dlq: "toolcalls.dlq".into(),
-            changelog: String::new(),
-        }
+        toolcalls_settings::defaults()
     }
 }
 
-/// Everything the runtime needs, resolved.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+/// Everything the runtime needs, resolved; also the options of `toolcalls run`.
+#[derive(Debug, Clone, PartialEq, Args)]
 pub struct Settings {
-    /// `bootstrap.servers`.
+    /// Kafka bootstrap servers (`bootstrap.servers`)
+    #[arg(long, env = "TOOLCALLS_BROKERS", value_name = "HOSTS", default_value = DEFAULT_BROKERS)]
     pub brokers: String,
-    /// Consumer group id; also the prefix of the changelog topic and the transactional id.
+    /// Consumer group id; also names the changelog topic and the transactional id
+    #[arg(long, env = "TOOLCALLS_GROUP", default_value = "toolcalls")]
     pub group: String,
-    /// Stable id of this instance; `transactional.id = <group>-<instance_id>`, so a restarted
-    /// instance fences its own unfinished transaction at once. Must differ between instances.
+    /// Stable id of this instance, unique in the group (default: the host name); the
+    /// transactional id is `<group>-<instance-id>`, so a restarted instance fences its own
+    /// unfinished transaction at once
+    #[arg(long, env = "TOOLCALLS_INSTANCE_ID", default_value_t = default_instance_id())]
     pub instance_id: String,
-    pub topics: Topics,
+    /// `exactly-once` (one transaction per batch) or `at-least-once` (idempotent record keys)
+    #[arg(long, env = "TOOLCALLS_GUARANTEE", value_enum, default_value_t = Guarantee::ExactlyOnce)]
     pub guarantee: Guarantee,
-    /// How often a batch is committed (one transaction).
+    /// How often a batch is committed (one transaction), in milliseconds
+    #[arg(
+        long,
+        env = "TOOLCALLS_COMMIT_INTERVAL_MS",
+        value_name = "MS",
+        default_value_t = 100
+    )]
     pub commit_interval_ms: u64,
-    /// How often idle partitions are advanced by wall clock.
+    /// How often idle partitions move their stream time on by the wall clock, in milliseconds
+    #[arg(
+        long,
+        env = "TOOLCALLS_PUNCTUATION_INTERVAL_MS",
+        value_name = "MS",
+        default_value_t = 1000
+    )]
     pub punctuation_interval_ms: u64,
-    /// An input topic of a partition that delivered nothing for this long (wall clock) no longer
-    /// holds the partition's stream time back (stream time is otherwise the watermark of both
-    /// input topics).
+    /// An input topic silent this long (ms, wall clock) while the partition's other topic
+    /// delivers no longer holds stream time back (stream time is otherwise the watermark of both
+    /// input topics)
+    #[arg(
+        long,
+        env = "TOOLCALLS_INPUT_IDLE_MS",
+        value_name = "MS",
+        default_value_t = 5000
+    )]
     pub input_idle_ms: u64,
-    /// How long (ms, wall clock) a partition's message waits for the other input topic, which
-    /// may still deliver older messages, before it is applied out of timestamp order; 0 applies
-    /// input in arrival order.
+    /// The two input topics of a partition are applied merged by message timestamp; a message
+    /// waits at most this long (ms) for a topic that delivered within that time and may still
+    /// deliver older messages. 0 applies input in arrival order
+    #[arg(
+        long,
+        env = "TOOLCALLS_ALIGN_WAIT_MS",
+        value_name = "MS",
+        default_value_t = 500
+    )]
     pub align_wait_ms: u64,
-    /// Input messages larger than this go to the dead-letter topic (`too_large`).
+    /// Larger input messages go to the dead-letter topic (`too_large`)
+    #[arg(long, env = "TOOLCALLS_MAX_MESSAGE_BYTES", value_name = "BYTES", default_value_t = 1024 * 1024)]
     pub max_message_bytes: usize,
-    /// Events whose time is this far ahead of the wall clock go to the dead-letter topic
-    /// (`far_future`): they would move stream time and time out every pending call.
+    /// Events dated this far (ms) ahead of the wall clock go to the dead-letter topic
+    /// (`far_future`): they would move stream time and time out every pending call
+    #[arg(long, env = "TOOLCALLS_MAX_FUTURE_SKEW_MS", value_name = "MS", default_value_t = 24 * 3600 * 1000)]
     pub max_future_skew_ms: u64,
-    /// A partition is not read while this many of its messages wait to be processed.
+    /// A partition is not read while this many of its messages wait (librdkafka then stops
+    /// fetching it once its prefetch queue is full)
+    #[arg(
+        long,
+        env = "TOOLCALLS_MAX_INFLIGHT_MESSAGES",
+        value_name = "N",
+        default_value_t = 100_000
+    )]
     pub max_inflight_messages: usize,
-    /// No partition is read while this many bytes of input wait to be processed.
+    /// No partition is read while this many input bytes wait
+    #[arg(long, env = "TOOLCALLS_MAX_INFLIGHT_BYTES", value_name = "BYTES", default_value_t = 256 * 1024 * 1024)]
     pub max_inflight_bytes: usize,
-    /// Upper bound for reading a changelog partition to its end.
+    /// Upper bound for reading a changelog partition to its end, in milliseconds
+    #[arg(
+        long,
+        env = "TOOLCALLS_RESTORE_TIMEOUT_MS",
+        value_name = "MS",
+        default_value_t = 120_000
+    )]
     pub restore_timeout_ms: u64,
-    /// Timeout of blocking Kafka calls (commit, offsets, metadata).
+    /// Timeout of blocking Kafka calls (commit, offsets, metadata), in milliseconds
+    #[arg(
+        long,
+        env = "TOOLCALLS_KAFKA_TIMEOUT_MS",
+        value_name = "MS",
+        default_value_t = 30_000
+    )]
     pub kafka_timeout_ms: u64,
     /// `transaction.timeout.ms` of the producer; also how long an abort is retried while the
-    /// broker does not answer.
+    /// broker does not answer, before the processor stops with an error
+    #[arg(
+        long,
+        env = "TOOLCALLS_TRANSACTION_TIMEOUT_MS",
+        value_name = "MS",
+        default_value_t = 60_000
+    )]
     pub transaction_timeout_ms: u64,
-    /// Where `/metrics`, `/healthz`, `/readyz` and `/v1/...` are served.
+    /// Address of the HTTP server: /metrics, /healthz, /readyz, /v1/…
+    #[arg(long, env = "TOOLCALLS_HTTP_ADDR", value_name = "ADDR", default_value_t = SocketAddr::from(([0, 0, 0, 0], 9464)))]
     pub http_addr: SocketAddr,
+    /// Log format; the level comes from RUST_LOG (default `info`)
+    #[arg(long, env = "TOOLCALLS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
-    /// Correlation rules.
-    pub core: toolcalls_core::Config,
-    /// librdkafka properties applied to every client (TLS, SASL, tuning), after ours.
+    /// librdkafka property for every client (TLS, SASL, tuning), after the processor's own,
+    /// repeatable: `--kafka security.protocol=SSL`; the variable takes a comma-separated list;
+    /// the flags (or else the variable) go after the file's `[kafka]` table
+    #[arg(long = "kafka", env = "TOOLCALLS_KAFKA", value_name = "KEY=VALUE", value_parser = parse_key_value, value_delimiter = ',')]
     pub kafka: Vec<(String, String)>,
     /// Test hook: stop dead at a named point (see `failpoint.rs`). Never set it in production.
-    #[serde(skip)]
+    #[arg(long, env = "TOOLCALLS_FAILPOINT", hide = true)]
     pub failpoint: Option<String>,
+    #[command(flatten, next_help_heading = "Topics")]
+    pub topics: Topics,
+    /// The correlation rules: [`CoreArgs`] on the command line, set by [`RunArgs::into_settings`].
+    #[arg(skip)]
+    pub core: toolcalls_core::Config,
 }
 
+/// The declared defaults of every option, whatever the environment says.
 impl Default for Settings {
     fn default() -> Self {
-        Settings {
-            brokers: "localhost:9092".into(),
-            group: "toolcalls".into(),
-            instance_id: default_instance_id(),
-            topics: Topics::default(),
-            guarantee: Guarantee::ExactlyOnce,
-            commit_interval_ms: 100,
-            punctuation_interval_ms: 1000,
-            input_idle_ms: 5000,
-            align_wait_ms: 500,
-            max_message_bytes: 1024 * 1024,
-            max_future_skew_ms: 24 * 3600 * 1000,
-            max_inflight_messages: 100_000,
-            max_inflight_bytes: 256 * 1024 * 1024,
-            restore_timeout_ms: 120_000,
-            kafka_timeout_ms: 30_000,
-            transaction_timeout_ms: 60_000,
-            http_addr: SocketAddr::from(([0, 0, 0, 0], 9464)),
-            log_format: LogFormat::Text,
-            core: toolcalls_core::Config::default(),
-            kafka: Vec::new(),
-            failpoint: None,
-        }
+        toolcalls_settings::defaults()
     }
 }
 
@@ -216,210 +288,23 @@ impl Settings {
     }
 }
 
-/// Parses `key=value`.
-pub fn parse_key_value(s: &str) -> Result<(String, String), String> {
-    match s.split_once('=') {
-        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
-        _ => Err(format!(
-            "`{s}` is not key=value (e.g. --kafka security.protocol=SSL)"
-        )),
-    }
-}
-
-/// Flags of `toolcalls run`. Unset flags fall back to the `--config` file, then to defaults.
-#[derive(Debug, Clone, Default, Args)]
+/// The options of `toolcalls run` (and `toolcalls topics`): the processor's settings and the
+/// correlation rules.
+#[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// TOML file with settings (same names as the flags, with underscores; `[topics]`, `[core]`,
-    /// `[kafka]` tables).
-    #[arg(long, env = "TOOLCALLS_CONFIG")]
-    pub config: Option<PathBuf>,
-    /// Kafka bootstrap servers [default: localhost:9092]
-    #[arg(long, env = "TOOLCALLS_BROKERS")]
-    pub brokers: Option<String>,
-    /// Consumer group id; also names the changelog topic and the transactional id
-    /// [default: toolcalls]
-    #[arg(long, env = "TOOLCALLS_GROUP")]
-    pub group: Option<String>,
-    /// Stable, unique id of this instance (default: the host name).
-    #[arg(long, env = "TOOLCALLS_INSTANCE_ID")]
-    pub instance_id: Option<String>,
-    /// Input topic of announce events [default: toolcalls.announce]
-    #[arg(long, env = "TOOLCALLS_ANNOUNCE_TOPIC")]
-    pub announce_topic: Option<String>,
-    /// Input topic of completions and the other events; must have as many partitions as the
-    /// announce topic [default: toolcalls.completion]
-    #[arg(long, env = "TOOLCALLS_COMPLETION_TOPIC")]
-    pub completion_topic: Option<String>,
-    /// Output topic of ToolCall records, keyed by record id [default: toolcalls.records]
-    #[arg(long, env = "TOOLCALLS_RECORDS_TOPIC")]
-    pub records_topic: Option<String>,
-    /// Dead-letter topic: every message that could not be processed, with reason headers
-    /// [default: toolcalls.dlq]
-    #[arg(long, env = "TOOLCALLS_DLQ_TOPIC")]
-    pub dlq_topic: Option<String>,
-    /// Compacted topic with each partition's pending state, for restore [default: <group>-changelog]
-    #[arg(long, env = "TOOLCALLS_CHANGELOG_TOPIC")]
-    pub changelog_topic: Option<String>,
-    /// `exactly-once` (one transaction per batch) or `at-least-once` (idempotent record keys)
-    /// [default: exactly-once]
-    #[arg(long, env = "TOOLCALLS_GUARANTEE", value_enum)]
-    pub guarantee: Option<Guarantee>,
-    /// How often a batch is committed, in milliseconds [default: 100]
-    #[arg(long, env = "TOOLCALLS_COMMIT_INTERVAL_MS")]
-    pub commit_interval_ms: Option<u64>,
-    /// How often idle partitions move their stream time on by the wall clock, in milliseconds
-    /// [default: 1000]
-    #[arg(long, env = "TOOLCALLS_PUNCTUATION_INTERVAL_MS")]
-    pub punctuation_interval_ms: Option<u64>,
-    /// An input topic silent this long (ms, wall clock) while the partition's other topic
-    /// delivers no longer holds stream time back [default: 5000]
-    #[arg(long, env = "TOOLCALLS_INPUT_IDLE_MS")]
-    pub input_idle_ms: Option<u64>,
-    /// The two input topics of a partition are applied merged by message timestamp; a message
-    /// waits at most this long (ms) for a topic that delivered within that time and may still
-    /// deliver older messages. 0 applies input in arrival order [default: 500]
-    #[arg(long, env = "TOOLCALLS_ALIGN_WAIT_MS")]
-    pub align_wait_ms: Option<u64>,
-    /// Larger input messages go to the dead-letter topic (`too_large`) [default: 1048576]
-    #[arg(long, env = "TOOLCALLS_MAX_MESSAGE_BYTES")]
-    pub max_message_bytes: Option<usize>,
-    /// Events dated this far ahead of the wall clock go to the dead-letter topic (`far_future`)
-    /// [default: 86400000]
-    #[arg(long, env = "TOOLCALLS_MAX_FUTURE_SKEW_MS")]
-    pub max_future_skew_ms: Option<u64>,
-    /// A partition is not read while this many of its messages wait (librdkafka then stops
-    /// fetching it once its prefetch queue is full) [default: 100000]
-    #[arg(long, env = "TOOLCALLS_MAX_INFLIGHT_MESSAGES")]
-    pub max_inflight_messages: Option<usize>,
-    /// No partition is read while this many input bytes wait [default: 268435456]
-    #[arg(long, env = "TOOLCALLS_MAX_INFLIGHT_BYTES")]
-    pub max_inflight_bytes: Option<usize>,
-    /// Upper bound for reading a changelog partition to its end, in milliseconds [default: 120000]
-    #[arg(long, env = "TOOLCALLS_RESTORE_TIMEOUT_MS")]
-    pub restore_timeout_ms: Option<u64>,
-    /// Timeout of blocking Kafka calls (commit, offsets, metadata), in milliseconds
-    /// [default: 30000]
-    #[arg(long, env = "TOOLCALLS_KAFKA_TIMEOUT_MS")]
-    pub kafka_timeout_ms: Option<u64>,
-    /// `transaction.timeout.ms` of the producer; also how long an abort is retried while the
-    /// broker does not answer, before the processor stops with an error [default: 60000]
-    #[arg(long, env = "TOOLCALLS_TRANSACTION_TIMEOUT_MS")]
-    pub transaction_timeout_ms: Option<u64>,
-    /// Address of the HTTP server: /metrics, /healthz, /readyz, /v1/… [default: 0.0.0.0:9464]
-    #[arg(long, env = "TOOLCALLS_HTTP_ADDR")]
-    pub http_addr: Option<SocketAddr>,
-    /// Log format: `text` or `json` [default: text]; the level comes from RUST_LOG
-    #[arg(long, env = "TOOLCALLS_LOG_FORMAT", value_enum)]
-    pub log_format: Option<LogFormat>,
     #[command(flatten)]
-    pub core: crate::core_settings::CoreArgs,
-    /// librdkafka property for every client, repeatable: `--kafka security.protocol=SSL`.
-    /// The environment variable takes a comma-separated list.
-    #[arg(long = "kafka", env = "TOOLCALLS_KAFKA", value_name = "KEY=VALUE", value_parser = parse_key_value, value_delimiter = ',')]
-    pub kafka: Vec<(String, String)>,
-    #[arg(long, env = "TOOLCALLS_FAILPOINT", hide = true)]
-    pub failpoint: Option<String>,
-}
-
-/// The `--config` file: the same settings, all optional, `[kafka]` as a table of strings.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileSettings {
-    brokers: Option<String>,
-    group: Option<String>,
-    instance_id: Option<String>,
-    #[serde(default)]
-    topics: Option<Topics>,
-    guarantee: Option<Guarantee>,
-    commit_interval_ms: Option<u64>,
-    punctuation_interval_ms: Option<u64>,
-    input_idle_ms: Option<u64>,
-    align_wait_ms: Option<u64>,
-    max_message_bytes: Option<usize>,
-    max_future_skew_ms: Option<u64>,
-    max_inflight_messages: Option<usize>,
-    max_inflight_bytes: Option<usize>,
-    restore_timeout_ms: Option<u64>,
-    kafka_timeout_ms: Option<u64>,
-    transaction_timeout_ms: Option<u64>,
-    http_addr: Option<SocketAddr>,
-    log_format: Option<LogFormat>,
-    core: Option<crate::core_settings::CoreFile>,
-    #[serde(default)]
-    kafka: std::collections::BTreeMap<String, toml::Value>,
-    /// `toolcalls local`'s table: the same file serves every subcommand.
-    #[serde(default, rename = "local")]
-    _local: Option<toml::Value>,
-    /// `toolcalls ingest`'s table.
-    #[serde(default, rename = "ingest")]
-    _ingest: Option<toml::Value>,
+    pub settings: Settings,
+    #[command(flatten, next_help_heading = "Correlation rules")]
+    pub core: CoreArgs,
 }
 
 impl RunArgs {
-    /// Defaults, then the file, then env and flags.
-    pub fn into_settings(self) -> Result<Settings, Error> {
-        let file = match &self.config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| {
-                    Error::Config(format!("cannot read config file {}: {e}", path.display()))
-                })?;
-                toml::from_str::<FileSettings>(&text)
-                    .map_err(|e| Error::Config(format!("config file {}: {e}", path.display())))?
-            }
-            None => FileSettings::default(),
-        };
-        let mut s = Settings::default();
-        macro_rules! layer {
-            ($($field:ident),*) => {$(
-                if let Some(v) = self.$field.clone().or(file.$field) { s.$field = v; }
-            )*};
-        }
-        layer!(
-            brokers,
-            group,
-            instance_id,
-            guarantee,
-            commit_interval_ms,
-            punctuation_interval_ms,
-            input_idle_ms,
-            align_wait_ms,
-            max_message_bytes,
-            max_future_skew_ms,
-            max_inflight_messages,
-            max_inflight_bytes,
-            restore_timeout_ms,
-            kafka_timeout_ms,
-            transaction_timeout_ms,
-            http_addr,
-            log_format
-        );
-        if let Some(t) = file.topics {
-            s.topics = t;
-        }
-        s.core = self
-            .core
-            .resolve(&file.core.unwrap_or_default())
-            .map_err(Error::Config)?;
-        for (field, flag) in [
-            (&mut s.topics.announce, self.announce_topic),
-            (&mut s.topics.completion, self.completion_topic),
-            (&mut s.topics.records, self.records_topic),
-            (&mut s.topics.dlq, self.dlq_topic),
-            (&mut s.topics.changelog, self.changelog_topic),
-        ] {
-            if let Some(v) = flag {
-                *field = v;
-            }
-        }
-        for (k, v) in file.kafka {
-            let v = match v {
-                toml::Value::String(s) => s,
-                other => other.to_string(),
-            };
-            s.kafka.push((k, v));
-        }
-        s.kafka.extend(self.kafka);
-        s.failpoint = self.failpoint;
+    /// The settings with the correlation rules and the config file's `[kafka]` table (before
+    /// the `--kafka` values), checked.
+    pub fn into_settings(self, file: &ConfigFile) -> Result<Settings, Error> {
+        let mut s = self.settings;
+        s.core = self.core.resolve().map_err(Error::Config)?;
+        s.kafka = file.pairs("kafka").into_iter().chain(s.kafka).collect();
         s.validate()?;
         Ok(s)
     }
@@ -434,6 +319,13 @@ mod tests {
     struct Cli {
         #[command(flatten)]
         run: RunArgs,
+    }
+
+    fn settings(argv: &[&str]) -> Result<Settings, String> {
+        let (cli, file) =
+            toolcalls_settings::try_parse_from::<Cli, _, _>(std::iter::once(&"x").chain(argv))
+                .map_err(|e| e.to_string())?;
+        cli.run.into_settings(&file).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -456,15 +348,10 @@ call_timeout = "5s"
 [kafka]
 "security.protocol" = "SSL"
 "linger.ms" = 5
-[local]
-at_end = "keep"
-[ingest]
-drop_ids = true
 "#,
         )
         .unwrap();
-        let cli = Cli::try_parse_from([
-            "x",
+        let s = settings(&[
             "--config",
             path.to_str().unwrap(),
             "--group",
@@ -475,7 +362,6 @@ drop_ids = true
             "7ms",
         ])
         .unwrap();
-        let s = cli.run.into_settings().unwrap();
         assert_eq!(s.brokers, "file:9092");
         assert_eq!(s.group, "g-flag");
         assert_eq!(s.commit_interval_ms, 250);
@@ -492,14 +378,40 @@ drop_ids = true
             .contains(&("security.protocol".into(), "SSL".into())));
         assert!(s.kafka.contains(&("linger.ms".into(), "5".into())));
         assert_eq!(s.kafka.last(), Some(&("client.id".into(), "me".into())));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn defaults_are_the_declared_ones() {
+        let s = Settings::default();
+        assert_eq!(
+            (s.brokers.as_str(), s.group.as_str(), s.guarantee),
+            ("localhost:9092", "toolcalls", Guarantee::ExactlyOnce)
+        );
+        assert_eq!(
+            (
+                s.commit_interval_ms,
+                s.max_message_bytes,
+                s.max_inflight_bytes
+            ),
+            (100, 1 << 20, 256 << 20)
+        );
+        assert_eq!(s.http_addr, SocketAddr::from(([0, 0, 0, 0], 9464)));
+        assert_eq!(s.topics, Topics::default());
+        assert_eq!(
+            (s.topics.announce.as_str(), s.changelog_topic()),
+            ("toolcalls.announce", "toolcalls-changelog".to_owned())
+        );
+        assert_eq!(s.core, toolcalls_core::Config::default());
+        assert!(s.kafka.is_empty() && s.failpoint.is_none() && !s.instance_id.is_empty());
+        assert!(s.validate().is_ok());
     }
 
     #[test]
     fn refuses_managed_kafka_keys_and_bad_pairs() {
-        let cli = Cli::try_parse_from(["x", "--kafka", "group.id=x"]).unwrap();
-        let e = cli.run.into_settings().unwrap_err().to_string();
+        let e = settings(&["--kafka", "group.id=x"]).unwrap_err();
         assert!(e.contains("--group"), "{e}");
-        assert!(Cli::try_parse_from(["x", "--kafka", "novalue"]).is_err());
+        assert!(settings(&["--kafka", "novalue"]).is_err());
     }
 
     #[test]

@@ -1,132 +1,62 @@
-//! The correlation knobs as flags, environment variables and `[core]` keys of the config file,
-//! shared by `toolcalls run` and `toolcalls local`.
+//! The correlation rules as options of `toolcalls run` and `toolcalls local`: flags,
+//! `TOOLCALLS_*` environment variables and the `[core]` table of the config file, with
+//! `toolcalls_core::Config`'s defaults.
 //!
 //! Precedence, highest first: command-line flag, environment variable, config file, default.
 
-use serde::Deserialize;
-use std::time::Duration;
 use toolcalls_core::Config;
-
-/// A duration such as `250ms`, `30s`, `5m`, `2h` (a bare number is milliseconds).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Dur(pub Duration);
-
-impl Dur {
-    pub fn millis(self) -> u64 {
-        u64::try_from(self.0.as_millis()).unwrap_or(u64::MAX)
-    }
-}
-
-impl std::str::FromStr for Dur {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        let s = s.trim();
-        let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-        let (num, unit) = s.split_at(split);
-        let n: u64 = num
-            .parse()
-            .map_err(|_| format!("`{s}` is not a duration; write e.g. 250ms, 30s, 5m or 2h"))?;
-        let ms = match unit.trim() {
-            "" | "ms" => n,
-            "s" => n.saturating_mul(1_000),
-            "m" | "min" => n.saturating_mul(60_000),
-            "h" => n.saturating_mul(3_600_000),
-            other => {
-                return Err(format!(
-                    "unknown duration unit `{other}` in `{s}`; use ms, s, m or h"
-                ))
-            }
-        };
-        Ok(Dur(Duration::from_millis(ms)))
-    }
-}
-
-impl<'de> Deserialize<'de> for Dur {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Ms(u64),
-            Text(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::Ms(ms) => Ok(Dur(Duration::from_millis(ms))),
-            Raw::Text(s) => s.parse().map_err(serde::de::Error::custom),
-        }
-    }
-}
+use toolcalls_settings::Dur;
 
 /// The correlation rules' knobs (`[core]` in the config file).
-#[derive(Debug, Clone, Default, clap::Args)]
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+#[group(id = "core")]
 pub struct CoreArgs {
-    /// A call with no result this long after its announce is closed as TimedOut [default: 30m]
-    #[arg(long, env = "TOOLCALLS_CALL_TIMEOUT", value_name = "DURATION")]
-    pub call_timeout: Option<Dur>,
+    /// A call with no result this long after its announce is closed as TimedOut
+    #[arg(long, env = "TOOLCALLS_CALL_TIMEOUT", value_name = "DURATION", default_value_t = Dur::from_millis(Config::default().call_timeout_ms))]
+    pub call_timeout: Dur,
     /// After turn_end / turn_aborted or a denial, pending calls wait this long before they close
-    /// as Interrupted / Denied [default: 30s]
-    #[arg(long, env = "TOOLCALLS_TURN_GRACE", value_name = "DURATION")]
-    pub turn_grace: Option<Dur>,
+    /// as Interrupted / Denied
+    #[arg(long, env = "TOOLCALLS_TURN_GRACE", value_name = "DURATION", default_value_t = Dur::from_millis(Config::default().turn_grace_ms))]
+    pub turn_grace: Dur,
     /// A result whose announce has not arrived waits this long before it is published as
-    /// Orphaned [default: 5m]
-    #[arg(long, env = "TOOLCALLS_ORPHAN_GRACE", value_name = "DURATION")]
-    pub orphan_grace: Option<Dur>,
+    /// Orphaned
+    #[arg(long, env = "TOOLCALLS_ORPHAN_GRACE", value_name = "DURATION", default_value_t = Dur::from_millis(Config::default().orphan_grace_ms))]
+    pub orphan_grace: Dur,
     /// Announces sharing an idempotency key this close together collapse into one record
-    /// [default: 10m]
-    #[arg(long, env = "TOOLCALLS_IDEMPOTENCY_WINDOW", value_name = "DURATION")]
-    pub idempotency_window: Option<Dur>,
-    /// How long closed call ids are remembered so late repeats count as duplicates [default: 10m]
-    #[arg(long, env = "TOOLCALLS_DEDUPE_WINDOW", value_name = "DURATION")]
-    pub dedupe_window: Option<Dur>,
+    #[arg(long, env = "TOOLCALLS_IDEMPOTENCY_WINDOW", value_name = "DURATION", default_value_t = Dur::from_millis(Config::default().idempotency_window_ms))]
+    pub idempotency_window: Dur,
+    /// How long closed call ids are remembered so late repeats count as duplicates
+    #[arg(long, env = "TOOLCALLS_DEDUPE_WINDOW", value_name = "DURATION", default_value_t = Dur::from_millis(Config::default().dedupe_window_ms))]
+    pub dedupe_window: Dur,
     /// Most pending calls and waiting results per partition; over it the oldest are closed as
-    /// Evicted [default: 100000]
-    #[arg(long, env = "TOOLCALLS_MAX_PENDING", value_name = "N")]
-    pub max_pending: Option<usize>,
-    /// Most closed call ids remembered per partition for de-duplication [default: 200000]
-    #[arg(long, env = "TOOLCALLS_MAX_REMEMBERED", value_name = "N")]
-    pub max_remembered: Option<usize>,
+    /// Evicted
+    #[arg(long, env = "TOOLCALLS_MAX_PENDING", value_name = "N", default_value_t = Config::default().max_pending)]
+    pub max_pending: usize,
+    /// Most closed call ids remembered per partition for de-duplication
+    #[arg(long, env = "TOOLCALLS_MAX_REMEMBERED", value_name = "N", default_value_t = Config::default().max_remembered)]
+    pub max_remembered: usize,
 }
 
-/// The `[core]` table of the config file.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CoreFile {
-    pub call_timeout: Option<Dur>,
-    pub turn_grace: Option<Dur>,
-    pub orphan_grace: Option<Dur>,
-    pub idempotency_window: Option<Dur>,
-    pub dedupe_window: Option<Dur>,
-    pub max_pending: Option<usize>,
-    pub max_remembered: Option<usize>,
+/// `toolcalls_core::Config`'s defaults.
+impl Default for CoreArgs {
+    fn default() -> Self {
+        toolcalls_settings::defaults()
+    }
 }
 
 impl CoreArgs {
-    /// Flags/env over the file over the defaults.
-    pub fn resolve(&self, file: &CoreFile) -> Result<Config, String> {
-        let d = Config::default();
-        let ms = |flag: Option<Dur>, file: Option<Dur>, default: u64| {
-            flag.or(file).map_or(default, Dur::millis)
-        };
+    /// The correlation rules, checked. `input_topics` keeps its default: the processor, which
+    /// reads two, sets it.
+    pub fn resolve(&self) -> Result<Config, String> {
         let config = Config {
-            call_timeout_ms: ms(self.call_timeout, file.call_timeout, d.call_timeout_ms),
-            turn_grace_ms: ms(self.turn_grace, file.turn_grace, d.turn_grace_ms),
-            orphan_grace_ms: ms(self.orphan_grace, file.orphan_grace, d.orphan_grace_ms),
-            idempotency_window_ms: ms(
-                self.idempotency_window,
-                file.idempotency_window,
-                d.idempotency_window_ms,
-            ),
-            dedupe_window_ms: ms(self.dedupe_window, file.dedupe_window, d.dedupe_window_ms),
-            max_pending: self
-                .max_pending
-                .or(file.max_pending)
-                .unwrap_or(d.max_pending),
-            max_remembered: self
-                .max_remembered
-                .or(file.max_remembered)
-                .unwrap_or(d.max_remembered),
-            // Set by the caller: the processor reads two input topics, `local` one stream.
-            input_topics: d.input_topics,
+            call_timeout_ms: self.call_timeout.millis(),
+            turn_grace_ms: self.turn_grace.millis(),
+            orphan_grace_ms: self.orphan_grace.millis(),
+            idempotency_window_ms: self.idempotency_window.millis(),
+            dedupe_window_ms: self.dedupe_window.millis(),
+            max_pending: self.max_pending,
+            max_remembered: self.max_remembered,
+            ..Config::default()
         };
         config
             .validate()
@@ -139,38 +69,52 @@ impl CoreArgs {
 mod tests {
     use super::*;
 
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        core: CoreArgs,
+    }
+
+    fn core(file: &str, argv: &[&str]) -> Result<Config, String> {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!(
+            "toolcalls-core-settings-{}-{n}.toml",
+            std::process::id()
+        ));
+        std::fs::write(&path, file).unwrap();
+        let args = ["x", "--config", path.to_str().unwrap()]
+            .into_iter()
+            .chain(argv.iter().copied());
+        let parsed = toolcalls_settings::try_parse_from::<Cli, _, _>(args);
+        std::fs::remove_file(&path).unwrap();
+        parsed.map_err(|e| e.to_string())?.0.core.resolve()
+    }
+
     #[test]
-    fn durations_parse_with_units_and_say_what_is_wrong() {
-        assert_eq!("250ms".parse::<Dur>().unwrap().millis(), 250);
-        assert_eq!("30s".parse::<Dur>().unwrap().millis(), 30_000);
-        assert_eq!("5m".parse::<Dur>().unwrap().millis(), 300_000);
-        assert_eq!("2h".parse::<Dur>().unwrap().millis(), 7_200_000);
-        assert_eq!("42".parse::<Dur>().unwrap().millis(), 42);
-        assert!("5 parsecs".parse::<Dur>().unwrap_err().contains("unit"));
-        assert!("soon"
-            .parse::<Dur>()
-            .unwrap_err()
-            .contains("not a duration"));
+    fn defaults_are_the_cores() {
+        assert_eq!(CoreArgs::default().resolve(), Ok(Config::default()));
+        assert_eq!(
+            CoreArgs::default().call_timeout.to_string(),
+            "30m",
+            "shown in --help as the core's default"
+        );
     }
 
     #[test]
     fn flags_override_file_override_defaults() {
-        let file: CoreFile =
-            toml::from_str("call_timeout = \"1m\"\nturn_grace = 500\nmax_pending = 7").unwrap();
-        let args = CoreArgs {
-            turn_grace: Some(Dur(Duration::from_secs(2))),
-            ..Default::default()
-        };
-        let c = args.resolve(&file).unwrap();
+        let c = core(
+            "[core]\ncall_timeout = \"1m\"\nturn_grace = 500\nmax_pending = 7\n",
+            &["--turn-grace", "2s"],
+        )
+        .unwrap();
         assert_eq!(c.call_timeout_ms, 60_000);
         assert_eq!(c.turn_grace_ms, 2_000);
         assert_eq!(c.max_pending, 7);
         assert_eq!(c.orphan_grace_ms, Config::default().orphan_grace_ms);
-        assert!(toml::from_str::<CoreFile>("bogus = 1").is_err());
-        let zero = CoreArgs {
-            max_pending: Some(0),
-            ..Default::default()
-        };
-        assert!(zero.resolve(&CoreFile::default()).is_err());
+        let e = core("[core]\nbogus = 1\n", &[]).unwrap_err();
+        assert!(e.contains("bogus") && e.contains("[core]"), "{e}");
+        let e = core("", &["--max-pending", "0"]).unwrap_err();
+        assert!(e.contains("max_pending"), "{e}");
     }
 }
