@@ -1,12 +1,12 @@
 //! The entries of a partition's state, as kept in memory and written to the changelog.
 //!
 //! Pending calls are the bulk of the state, so [`Call`] is kept small: the fields most calls never
-//! set live behind one pointer ([`More`]), the scope and the tool name are indexes into the
+//! set live behind one pointer ([`Extras`]), the scope and the tool name are indexes into the
 //! correlator's per-scope tables, the call id is held once (as the record key), and the checksum is
 //! its 32 digest bytes. The changelog carries what those indexes stand for (see [`EntryRef`]).
 
 use crate::Position;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use toolcalls_model::{
     ApprovalState, CallId, Checksum, HookDecisionEntry, Json, RecordId, SessionId, SideEffects,
@@ -14,24 +14,23 @@ use toolcalls_model::{
 };
 
 /// The correlation scope: native ids are unique only inside it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct ScopeKey {
     pub source: Source,
     pub session: SessionId,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thread: Option<ThreadId>,
 }
 
 /// Index of a scope in the correlator's scope table (valid while an entry of the scope exists).
 pub(crate) type ScopeIx = u32;
 
-/// A checksum held as its 32 digest bytes. Written to the changelog as the usual hex string.
+/// A checksum held as its 32 digest bytes (the changelog writes them as they are).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct Sum(pub [u8; 32]);
+pub(crate) struct Digest(pub [u8; 32]);
 
-impl Sum {
-    pub fn of(checksum: &Checksum) -> Sum {
-        Sum(checksum.digest())
+impl Digest {
+    pub fn of(checksum: &Checksum) -> Digest {
+        Digest(checksum.digest())
     }
 
     pub fn checksum(&self) -> Checksum {
@@ -39,35 +38,23 @@ impl Sum {
     }
 }
 
-impl std::fmt::Debug for Sum {
+impl std::fmt::Debug for Digest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.checksum().as_str())
     }
 }
 
-impl Serialize for Sum {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.checksum().serialize(s)
-    }
-}
-
-impl<'de> Deserialize<'de> for Sum {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Checksum::deserialize(d).map(|c| Sum::of(&c))
-    }
-}
-
-/// Why a pending call's deadline is set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum Deadline {
+/// Why a pending call's deadline is set: what closes the call when it passes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DeadlineCause {
     Timeout,
     TurnEnded,
     TurnAborted,
     Denied,
 }
 
-/// What the observability bus said about the execution.
+/// What the observability bus said about the execution. Serialized: it is part of a call's
+/// [`Extras`] and of a waiting [`Fact`], which the changelog writes as JSON text.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ExecEnd {
@@ -77,53 +64,40 @@ pub(crate) struct ExecEnd {
     pub duration_ms: Option<u64>,
 }
 
-fn is_false(b: &bool) -> bool {
-    !*b
-}
-
 /// An announced call waiting for its result.
 ///
-/// 152 bytes (160 with the allocator's header); every call has one. What a call carries only
-/// sometimes is in [`More`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// 152 bytes (a test below holds it there); every call has one. What a call carries only
+/// sometimes is in [`Extras`].
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Call {
     /// The scope, an index into the correlator's scope table (the changelog carries the key).
-    #[serde(skip)]
     pub scope: ScopeIx,
     /// The tool, an index into the scope's tool table (the changelog carries the name).
-    #[serde(skip)]
     pub tool: u32,
     /// The key the record id derives from: the call id when `has_id`, otherwise `@topic:offset`
     /// of the announce.
     pub key: Box<str>,
-    #[serde(default, skip_serializing_if = "is_false")]
     pub has_id: bool,
     pub record_id: RecordId,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<Box<str>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args: Option<Json>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checksum: Option<Sum>,
+    pub checksum: Option<Digest>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
     pub deadline: Timestamp,
-    pub why: Deadline,
-    #[serde(default)]
+    pub cause: DeadlineCause,
     pub denied: bool,
     pub events: u32,
-    #[serde(default)]
     pub duplicates: u32,
     pub attempts: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub more: Option<Box<More>>,
+    pub extras: Option<Box<Extras>>,
 }
 
-/// The fields of a call that most calls never set, allocated on first use.
+/// The fields of a call that most calls never set, allocated on first use. Serialized: the
+/// changelog writes them as JSON text (their types are the model's, and they are seldom there).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct More {
+pub(crate) struct Extras {
     /// Ids of retries collapsed into this call by idempotency key, and of waiting events whose id
     /// an id-less call took over.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -148,9 +122,9 @@ pub(crate) struct More {
     pub attributes: Option<Map<String, Value>>,
 }
 
-impl More {
+impl Extras {
     fn is_empty(&self) -> bool {
-        *self == More::default()
+        *self == Extras::default()
     }
 }
 
@@ -161,7 +135,7 @@ impl Call {
     }
 
     pub fn aliases(&self) -> &[CallId] {
-        self.more.as_ref().map_or(&[], |m| &m.aliases)
+        self.extras.as_ref().map_or(&[], |x| &x.aliases)
     }
 
     /// Whether any id names this call (its own or a collapsed retry's).
@@ -170,7 +144,7 @@ impl Call {
     }
 
     pub fn idempotency_key(&self) -> Option<&str> {
-        self.more
+        self.extras
             .as_ref()?
             .side_effects
             .as_ref()?
@@ -179,50 +153,45 @@ impl Call {
     }
 
     pub fn started_at(&self) -> Option<Timestamp> {
-        self.more.as_ref()?.started_at
+        self.extras.as_ref()?.started_at
     }
 
     pub fn exec_end(&self) -> Option<&ExecEnd> {
-        self.more.as_ref()?.exec_end.as_ref()
+        self.extras.as_ref()?.exec_end.as_ref()
     }
 
     pub fn approval(&self) -> Option<&ApprovalState> {
-        self.more.as_ref()?.approval.as_ref()
+        self.extras.as_ref()?.approval.as_ref()
     }
 
     pub fn hooks(&self) -> &[HookDecisionEntry] {
-        self.more.as_ref().map_or(&[], |m| &m.hooks)
+        self.extras.as_ref().map_or(&[], |x| &x.hooks)
     }
 
     /// The rarely set fields, allocated on first use.
-    pub fn more_mut(&mut self) -> &mut More {
-        self.more.get_or_insert_with(Default::default)
+    pub fn extras_mut(&mut self) -> &mut Extras {
+        self.extras.get_or_insert_with(Default::default)
     }
 
-    /// Stores `more` unless it holds nothing.
-    pub fn set_more(&mut self, more: More) {
-        self.more = (!more.is_empty()).then(|| Box::new(more));
+    /// Stores `extras` unless they hold nothing.
+    pub fn set_extras(&mut self, extras: Extras) {
+        self.extras = (!extras.is_empty()).then(|| Box::new(extras));
     }
 }
 
 /// The result part of a completion.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Done {
     pub at: Timestamp,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<Json>,
-    #[serde(default)]
     pub is_error: bool,
-    #[serde(default)]
     pub cancelled: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<Timestamp>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
 }
 
-/// A fact about a call other than its result.
+/// A fact about a call other than its result. Serialized: the changelog writes a waiting
+/// result's facts as JSON text (the tag and field names are the format).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub(crate) enum Fact {
@@ -244,41 +213,32 @@ pub(crate) enum Fact {
     },
 }
 
-/// Events about a call that has not been announced (yet): a result, and/or other facts. Events
-/// with the same call id gather in one entry; events without an id get one entry each.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct Loose {
-    #[serde(skip)]
+/// Events about a call that has not been announced (yet): a result, and/or other facts — a
+/// "waiting result" (docs/ARCHITECTURE.md). Events with the same call id gather in one entry;
+/// events without an id get one entry each.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct WaitingResult {
     pub scope: ScopeIx,
     /// As [`Call::key`]: the call id when `has_id`, otherwise `@topic:offset` of the first event.
     pub key: Box<str>,
-    #[serde(default, skip_serializing_if = "is_false")]
     pub has_id: bool,
     pub record_id: RecordId,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<Box<str>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<Box<str>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args: Option<Json>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checksum: Option<Sum>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<Digest>,
+    /// The result, once a completion came (an entry of facts alone has none).
     pub done: Option<Done>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub facts: Vec<Fact>,
     pub first_at: Timestamp,
     pub updated_at: Timestamp,
     pub events: u32,
-    #[serde(default)]
     pub duplicates: u32,
     pub deadline: Timestamp,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attributes: Option<Map<String, Value>>,
 }
 
-impl Loose {
+impl WaitingResult {
     pub fn call_id(&self) -> Option<&str> {
         self.has_id.then_some(&*self.key)
     }
@@ -291,36 +251,28 @@ impl Loose {
 
 /// A call that was closed and published, remembered so repeats count as duplicates and retries
 /// with the same idempotency key collapse into it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Closed {
-    #[serde(skip)]
     pub scope: ScopeIx,
     pub expires: Timestamp,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ids: Vec<CallId>,
     /// Only for calls with an idempotency key.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idem: Option<Box<Idempotent>>,
 }
 
 /// The idempotency key of a closed call and its published record (a collapsed retry publishes a
 /// new revision of it).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Idempotent {
     pub key: String,
     pub record: ToolCallRecord,
 }
 
 /// Partition-wide values.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Meta {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_time: Option<Timestamp>,
     /// Largest event time per input topic.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub topic_time: Vec<Option<Timestamp>>,
     pub next_seq: u64,
 }
@@ -331,7 +283,7 @@ pub(crate) struct Meta {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Live {
     Call(Call),
-    Loose(Box<Loose>),
+    Waiting(Box<WaitingResult>),
 }
 
 /// One changelog value, as written (borrowed). The entry's scope (and a call's tool name) are
@@ -343,9 +295,9 @@ pub(crate) enum EntryRef<'a> {
         tool: &'a str,
         call: &'a Call,
     },
-    Loose {
+    Waiting {
         scope: &'a ScopeKey,
-        loose: &'a Loose,
+        waiting: &'a WaitingResult,
     },
     Closed {
         scope: &'a ScopeKey,
@@ -362,9 +314,9 @@ pub(crate) enum Entry {
         /// Always a [`Live::Call`]: decoded straight into the box the correlator keeps.
         call: Box<Live>,
     },
-    Loose {
+    Waiting {
         scope: ScopeKey,
-        loose: Box<Loose>,
+        waiting: Box<WaitingResult>,
     },
     Closed {
         scope: ScopeKey,
@@ -398,18 +350,17 @@ mod tests {
         assert_eq!(std::mem::size_of::<Call>(), 152);
         assert_eq!(std::mem::size_of::<Live>(), std::mem::size_of::<Call>());
         assert_eq!(std::mem::size_of::<Box<Live>>(), 8);
-        // Remembered calls are held inline in a B-tree: 11 of them and their keys in a leaf
-        // under 1 KiB, which glibc serves from its per-thread cache.
+        // Remembered calls are held inline in a B-tree: a leaf of 11 of them and their keys
+        // stays under 1 KiB.
         assert_eq!(std::mem::size_of::<Closed>(), 48);
     }
 
     #[test]
-    fn sums_round_trip_through_hex() {
+    fn digests_round_trip_through_checksums() {
         let c = toolcalls_model::checksum_of("t", None);
-        let s = Sum::of(&c);
-        assert_eq!(s.checksum(), c);
-        let json = serde_json::to_string(&s).unwrap();
-        assert_eq!(json, format!("\"{}\"", c.as_str()));
-        assert_eq!(serde_json::from_str::<Sum>(&json).unwrap(), s);
+        let d = Digest::of(&c);
+        assert_eq!(d.checksum(), c);
+        assert_eq!(Digest::of(&d.checksum()), d);
+        assert_eq!(format!("{d:?}"), c.as_str());
     }
 }

@@ -74,6 +74,18 @@ impl Ev {
     pub fn announce_with(self, a: Announce) -> Event {
         self.event(EventBody::Announce(a))
     }
+    /// An announce of `send` to `x` with idempotency key `key`.
+    pub fn announce_keyed(self, key: &str) -> Event {
+        self.announce_with(Announce {
+            tool: "send".into(),
+            args: Some(serde_json::json!({"to": "x"}).into()),
+            side_effects: Some(SideEffects {
+                idempotency_key: Some(key.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    }
     /// A completion with only the envelope's hints (call id, turn).
     pub fn done(self, result: Value) -> Event {
         self.event(EventBody::Completion(Completion {

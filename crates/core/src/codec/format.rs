@@ -1,0 +1,68 @@
+//! The format's constants: the version byte, the entry tags, the flag bits, the deadline causes,
+//! and the JSON part of a waiting result. The grammar they make up: the codec's module docs.
+
+use crate::state::{DeadlineCause, Fact};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// First byte of every binary changelog value. A value that starts with `{` is JSON, which this
+/// program does not read ([`decode`](fn@super::decode) says so).
+pub(super) const VERSION: u8 = 0xB1;
+
+/// Entry tags.
+pub(super) const TAG_CALL: u8 = 1;
+pub(super) const TAG_WAITING: u8 = 2;
+pub(super) const TAG_CLOSED: u8 = 3;
+pub(super) const TAG_META: u8 = 4;
+
+/// Flag bits, shared by the entry kinds where they mean the same.
+pub(super) const THREAD: u32 = 1;
+pub(super) const HAS_ID: u32 = 1 << 1;
+pub(super) const TURN: u32 = 1 << 2;
+pub(super) const ARGS: u32 = 1 << 3;
+pub(super) const CHECKSUM: u32 = 1 << 4;
+pub(super) const DENIED: u32 = 1 << 5;
+/// A call's [`Extras`](crate::state::Extras) or a waiting result's [`WaitingExtras`] follow, as
+/// JSON text.
+pub(super) const EXTRAS: u32 = 1 << 6;
+pub(super) const TOOL: u32 = 1 << 7;
+pub(super) const DONE: u32 = 1 << 8;
+pub(super) const IDEM: u32 = 1 << 9;
+pub(super) const STREAM_TIME: u32 = 1 << 10;
+
+/// Flag bits of a waiting result's `done`.
+pub(super) const DONE_RESULT: u32 = 1;
+pub(super) const DONE_ERROR: u32 = 1 << 1;
+pub(super) const DONE_CANCELLED: u32 = 1 << 2;
+pub(super) const DONE_STARTED: u32 = 1 << 3;
+pub(super) const DONE_DURATION: u32 = 1 << 4;
+
+/// The rarely present parts of a waiting result, written as one JSON text.
+#[derive(Serialize, Deserialize)]
+pub(super) struct WaitingExtras {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) facts: Vec<Fact>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) attributes: Option<Map<String, Value>>,
+}
+
+/// A deadline cause as one byte.
+pub(super) fn cause_byte(cause: DeadlineCause) -> u8 {
+    match cause {
+        DeadlineCause::Timeout => 0,
+        DeadlineCause::TurnEnded => 1,
+        DeadlineCause::TurnAborted => 2,
+        DeadlineCause::Denied => 3,
+    }
+}
+
+/// The deadline cause of a byte [`cause_byte`] wrote.
+pub(super) fn cause_of_byte(b: u8) -> Option<DeadlineCause> {
+    Some(match b {
+        0 => DeadlineCause::Timeout,
+        1 => DeadlineCause::TurnEnded,
+        2 => DeadlineCause::TurnAborted,
+        3 => DeadlineCause::Denied,
+        _ => return None,
+    })
+}

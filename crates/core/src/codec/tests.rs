@@ -1,0 +1,366 @@
+//! Entries through the codec: round trips, the golden bytes, and values that are cut, corrupt
+//! or foreign.
+
+use super::format::{TAG_META, VERSION};
+use super::{decode, encode};
+use crate::state::{
+    Call, Closed, DeadlineCause, Digest, Done, Entry, EntryRef, ExecEnd, Extras, Fact, Idempotent,
+    Live, Meta, ScopeKey, WaitingResult,
+};
+use serde_json::json;
+use toolcalls_model::{
+    checksum_of, ApprovalDecision, ApprovalState, CallId, HookDecisionEntry, HookVerdict, Json,
+    RecordId, SessionId, SideEffects, Source, ThreadId, Timestamp,
+};
+
+fn scope(thread: bool) -> ScopeKey {
+    ScopeKey {
+        source: Source::from("claude-code"),
+        session: SessionId::from("sess-ü"),
+        thread: thread.then(|| ThreadId::from("t1")),
+    }
+}
+
+fn t(ms: i64) -> Timestamp {
+    Timestamp(ms)
+}
+
+fn bare_call() -> Call {
+    Call {
+        scope: 0,
+        tool: 0,
+        key: "@0:17".into(),
+        has_id: false,
+        record_id: RecordId(uuid::Uuid::from_u128(7)),
+        turn: None,
+        args: None,
+        checksum: None,
+        created_at: t(1_763_800_000_000),
+        updated_at: t(1_763_800_000_000),
+        deadline: t(1_763_800_600_000),
+        cause: DeadlineCause::Timeout,
+        denied: false,
+        events: 1,
+        duplicates: 0,
+        attempts: 1,
+        extras: None,
+    }
+}
+
+fn full_call() -> Call {
+    let args = Json::parse(r#"{"path": "a.rs", "n": 12345678901234567890}"#).unwrap();
+    let extras = Extras {
+        aliases: vec![CallId::from("retry-1")],
+        side_effects: Some(SideEffects {
+            level: None,
+            idempotent: Some(true),
+            idempotency_key: Some("k-1".into()),
+        }),
+        agent: Some("main".into()),
+        execution: Some("sandbox".into()),
+        hook_context: Some(json!({"cwd": "/w"}).as_object().unwrap().clone()),
+        started_at: Some(t(5)),
+        exec_end: Some(ExecEnd {
+            at: t(9),
+            is_error: true,
+            duration_ms: Some(4),
+        }),
+        approval: Some(ApprovalState {
+            required: true,
+            status: ApprovalDecision::Approved,
+            requested_at: Some(t(2)),
+            approved_by: Some("ops".into()),
+            approved_at: Some(t(3)),
+            reason: None,
+        }),
+        hooks: vec![HookDecisionEntry {
+            hook: "PreToolUse".into(),
+            decision: HookVerdict::Allow,
+            policy_id: None,
+            policy_version: None,
+            reason: Some("fine".into()),
+            at: t(1),
+        }],
+        attributes: Some(json!({"x": [1, 2]}).as_object().unwrap().clone()),
+    };
+    Call {
+        key: "toolu_01ABC".into(),
+        has_id: true,
+        turn: Some("turn-3".into()),
+        checksum: Some(Digest::of(&checksum_of("Read", Some(&args.to_value())))),
+        args: Some(args),
+        updated_at: t(1_763_799_999_000),
+        deadline: t(i64::MAX),
+        cause: DeadlineCause::TurnAborted,
+        denied: true,
+        events: 4,
+        duplicates: 2,
+        attempts: 3,
+        extras: Some(Box::new(extras)),
+        ..bare_call()
+    }
+}
+
+fn waiting(done: bool, extras: bool) -> WaitingResult {
+    WaitingResult {
+        scope: 0,
+        key: "call_9".into(),
+        has_id: true,
+        record_id: RecordId(uuid::Uuid::from_u128(u128::MAX)),
+        turn: Some("turn".into()),
+        tool: Some("shell".into()),
+        args: Some(Json::parse("[]").unwrap()),
+        checksum: Some(Digest([3; 32])),
+        done: done.then(|| Done {
+            at: t(-5),
+            result: Some(Json::parse(r#""ok\n""#).unwrap()),
+            is_error: true,
+            cancelled: true,
+            started_at: Some(t(-9)),
+            duration_ms: Some(u64::MAX),
+        }),
+        facts: if extras {
+            vec![
+                Fact::ExecStart { at: t(1) },
+                Fact::Approval {
+                    at: t(2),
+                    decision: ApprovalDecision::Denied,
+                    by: None,
+                    reason: Some("no".into()),
+                },
+            ]
+        } else {
+            Vec::new()
+        },
+        first_at: t(0),
+        updated_at: t(10),
+        events: 2,
+        duplicates: 1,
+        deadline: t(60_000),
+        attributes: extras.then(|| json!({"a": 1}).as_object().unwrap().clone()),
+    }
+}
+
+fn call_round_trip(s: &ScopeKey, call: &Call) -> Vec<u8> {
+    let bytes = encode(&EntryRef::Call {
+        scope: s,
+        tool: "Read",
+        call,
+    });
+    match decode(&bytes).unwrap() {
+        Entry::Call {
+            scope,
+            tool,
+            call: back,
+        } => {
+            assert_eq!(&scope, s);
+            assert_eq!(&*tool, "Read");
+            assert_eq!(*back, Live::Call(call.clone()));
+        }
+        _ => panic!("not a call"),
+    }
+    bytes
+}
+
+#[test]
+fn calls_round_trip() {
+    let bare = call_round_trip(&scope(false), &bare_call());
+    let full = call_round_trip(&scope(true), &full_call());
+    // A bare call is a few dozen bytes (its JSON would be several hundred).
+    assert!(bare.len() < 70, "{}", bare.len());
+    assert!(full.len() > bare.len());
+}
+
+#[test]
+fn waiting_results_round_trip() {
+    for (done, extras) in [(false, false), (true, false), (false, true), (true, true)] {
+        let w = waiting(done, extras);
+        let bytes = encode(&EntryRef::Waiting {
+            scope: &scope(done),
+            waiting: &w,
+        });
+        match decode(&bytes).unwrap() {
+            Entry::Waiting { scope: s, waiting } => {
+                assert_eq!(s, scope(done));
+                assert_eq!(*waiting, w);
+            }
+            _ => panic!("not a waiting result"),
+        }
+    }
+}
+
+#[test]
+fn closed_calls_and_meta_round_trip() {
+    let record = {
+        // Any record will do: the one a closed idempotent call keeps is published JSON.
+        let mut c = crate::Correlator::without_changelog(crate::Config::default());
+        let mut out = crate::Effects::default();
+        let e = toolcalls_model::Event::decode(
+            br#"{"v":1,"kind":"announce","source":"s","session":"x","callId":"c","time":"2026-01-01T00:00:00Z","tool":"t"}"#,
+        )
+        .unwrap();
+        c.apply(e, crate::Position::default(), &mut out);
+        c.close_all(toolcalls_model::Phase::Interrupted, "end", &mut out);
+        out.records.pop().unwrap()
+    };
+    for closed in [
+        Closed {
+            scope: 0,
+            expires: t(77),
+            ids: vec![],
+            idem: None,
+        },
+        Closed {
+            scope: 0,
+            expires: t(-1),
+            ids: vec![CallId::from("a"), CallId::from("b")],
+            idem: Some(Box::new(Idempotent {
+                key: "k".into(),
+                record: record.clone(),
+            })),
+        },
+    ] {
+        let bytes = encode(&EntryRef::Closed {
+            scope: &scope(true),
+            closed: &closed,
+        });
+        match decode(&bytes).unwrap() {
+            Entry::Closed {
+                scope: s,
+                closed: c,
+            } => {
+                assert_eq!(s, scope(true));
+                assert_eq!(*c, closed);
+            }
+            _ => panic!("not a closed call"),
+        }
+    }
+    for meta in [
+        Meta {
+            stream_time: None,
+            topic_time: vec![],
+            next_seq: 0,
+        },
+        Meta {
+            stream_time: Some(t(3)),
+            topic_time: vec![Some(t(4)), None],
+            next_seq: u64::MAX,
+        },
+    ] {
+        match decode(&encode(&EntryRef::Meta(&meta))).unwrap() {
+            Entry::Meta(m) => assert_eq!(m, meta),
+            _ => panic!("not meta"),
+        }
+    }
+}
+
+/// Every fixture above, encoded: the bytes are a format (a restore reads what an older build
+/// wrote), so they must not change. `TOOLCALLS_BLESS=1` rewrites `tests/golden/codec.txt`
+/// after a deliberate format change (and a new [`VERSION`]).
+#[test]
+fn fixtures_encode_to_the_golden_bytes() {
+    let mut values = Vec::new();
+    for (s, call) in [(scope(false), bare_call()), (scope(true), full_call())] {
+        values.push(encode(&EntryRef::Call {
+            scope: &s,
+            tool: "Read",
+            call: &call,
+        }));
+    }
+    for (done, extras) in [(false, false), (true, false), (false, true), (true, true)] {
+        values.push(encode(&EntryRef::Waiting {
+            scope: &scope(done),
+            waiting: &waiting(done, extras),
+        }));
+    }
+    let closed = Closed {
+        scope: 0,
+        expires: t(-1),
+        ids: vec![CallId::from("a"), CallId::from("b")],
+        idem: None,
+    };
+    values.push(encode(&EntryRef::Closed {
+        scope: &scope(true),
+        closed: &closed,
+    }));
+    values.push(encode(&EntryRef::Meta(&Meta {
+        stream_time: Some(t(3)),
+        topic_time: vec![Some(t(4)), None],
+        next_seq: u64::MAX,
+    })));
+    let text: String = values
+        .iter()
+        .map(|v| v.iter().map(|b| format!("{b:02x}")).collect::<String>() + "\n")
+        .collect();
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/codec.txt");
+    if std::env::var_os("TOOLCALLS_BLESS").is_some() {
+        std::fs::write(path, &text).unwrap();
+    }
+    let golden = std::fs::read_to_string(path).unwrap();
+    assert_eq!(text, golden, "the encoding changed");
+}
+
+#[test]
+fn every_cut_and_every_bad_byte_is_an_error_not_a_panic() {
+    let s = scope(true);
+    let values = [
+        encode(&EntryRef::Call {
+            scope: &s,
+            tool: "Read",
+            call: &full_call(),
+        }),
+        encode(&EntryRef::Waiting {
+            scope: &s,
+            waiting: &waiting(true, true),
+        }),
+    ];
+    for v in &values {
+        for cut in 0..v.len() {
+            assert!(decode(&v[..cut]).is_err(), "cut at {cut} decoded");
+        }
+        let mut long = v.clone();
+        long.push(0);
+        assert_eq!(
+            decode(&long).err().unwrap().problem,
+            "bytes after the last field"
+        );
+        // Flipping any byte either fails cleanly or decodes to something; it never panics.
+        for i in 0..v.len() {
+            let mut bad = v.clone();
+            bad[i] ^= 0x5a;
+            let _ = decode(&bad);
+        }
+    }
+}
+
+#[test]
+fn foreign_values_say_what_they_are() {
+    let e = decode(br#"{"call":{}}"#).err().unwrap();
+    assert!(e.problem.contains("JSON entry"), "{e}");
+    assert_eq!(
+        decode(b"\x07").err().unwrap().problem,
+        "unknown encoding version"
+    );
+    assert_eq!(
+        decode(&[VERSION, 9]).err().unwrap().problem,
+        "unknown entry kind"
+    );
+    let mut flags = vec![VERSION, TAG_META];
+    flags.push(0x40);
+    assert_eq!(decode(&flags).err().unwrap().problem, "unknown flag bits");
+    // Arguments that are not JSON are refused, not kept.
+    let mut call = bare_call();
+    call.args = Some(Json::parse("1").unwrap());
+    let mut v = encode(&EntryRef::Call {
+        scope: &s_plain(),
+        tool: "t",
+        call: &call,
+    });
+    let at = v.iter().rposition(|&b| b == b'1').unwrap();
+    v[at] = b'x';
+    assert_eq!(decode(&v).err().unwrap().field, "args");
+}
+
+fn s_plain() -> ScopeKey {
+    scope(false)
+}

@@ -1,0 +1,59 @@
+//! [`Config`]: the tunables of the correlation rules.
+
+use serde::{Deserialize, Serialize};
+
+/// Tunables of the correlation rules. Durations are in milliseconds of event time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields, default)]
+pub struct Config {
+    /// A call with no result this long after its announce becomes `TimedOut`.
+    pub call_timeout_ms: u64,
+    /// After `turn_end` / `turn_aborted` (or a denial), calls still pending wait this long for a
+    /// late result before they close as `Interrupted` (or `Denied`).
+    pub turn_grace_ms: u64,
+    /// A result whose call is not (yet) announced waits this long before it is published `Orphaned`.
+    pub orphan_grace_ms: u64,
+    /// Announces sharing an idempotency key this close together collapse into one record.
+    pub idempotency_window_ms: u64,
+    /// Closed call ids are remembered this long, so late repeats count as duplicates instead of
+    /// starting new calls.
+    pub dedupe_window_ms: u64,
+    /// Most pending entries (calls and waiting results) a partition keeps; over it the oldest are
+    /// closed as `Evicted` records.
+    pub max_pending: usize,
+    /// Most closed ids remembered for de-duplication; over it the oldest are forgotten.
+    pub max_remembered: usize,
+    /// How many input topics feed the correlator (the processor: 2). Stream time waits until
+    /// events of each have been seen and then follows the slowest (see
+    /// [`Correlator::advance`](crate::Correlator::advance) for moving past a topic that has gone
+    /// quiet).
+    pub input_topics: u16,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            call_timeout_ms: 30 * 60 * 1000,
+            turn_grace_ms: 30 * 1000,
+            orphan_grace_ms: 5 * 60 * 1000,
+            idempotency_window_ms: 10 * 60 * 1000,
+            dedupe_window_ms: 10 * 60 * 1000,
+            max_pending: 100_000,
+            max_remembered: 200_000,
+            input_topics: 1,
+        }
+    }
+}
+
+impl Config {
+    /// Checks the values make sense together; the message says which knob to change.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.max_pending == 0 {
+            return Err("max_pending must be at least 1".into());
+        }
+        if self.call_timeout_ms == 0 {
+            return Err("call_timeout_ms must be greater than 0".into());
+        }
+        Ok(())
+    }
+}

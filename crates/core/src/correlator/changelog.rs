@@ -1,0 +1,233 @@
+//! The changelog: which entries changed since the last checkpoint, their values, and the restore
+//! that rebuilds a correlator from them (docs/ARCHITECTURE.md, Correlation → State and restore).
+//! The values' bytes are `codec`'s.
+
+use super::{Correlator, RestoreError, META_SEQ};
+use crate::codec::{decode, encode};
+use crate::state::{Closed, Entry, EntryRef, Live, Meta, WaitingResult, META_KEY};
+use crate::{ChangelogOp, Config, Position};
+
+/// A decoded changelog entry whose scope is interned, waiting to be inserted.
+enum Item {
+    Meta(Meta),
+    /// A [`Live::Call`] and its tool name.
+    Call(Box<Live>, Box<str>),
+    Waiting(Box<WaitingResult>),
+    Closed(Box<Closed>),
+}
+
+impl Correlator {
+    /// Notes that entry `seq` (or the partition-wide entry, [`META_SEQ`]) changed, at the position
+    /// of the event being applied.
+    pub(super) fn touch(&mut self, seq: u64) {
+        if seq == META_SEQ {
+            if self.dirty.is_some() {
+                self.meta_dirty = Some(self.pos);
+            }
+        } else if let Some(d) = self.dirty.as_mut() {
+            d.push((seq, self.pos));
+        }
+    }
+
+    /// The entries changed since the last call, in key order, with their current value; an entry
+    /// that is gone has a tombstone (`value: None`) — unless it was made after the last call, so
+    /// that its key was never written.
+    ///
+    /// Returns nothing when the correlator was made [`without_changelog`](Self::without_changelog).
+    pub fn take_changelog(&mut self) -> Vec<ChangelogOp> {
+        let Some(dirty) = self.dirty.as_mut() else {
+            return Vec::new();
+        };
+        // Stable: of an entry's changes, the last stays last.
+        dirty.sort_by_key(|&(seq, _)| seq);
+        let mut dirty = std::mem::take(dirty);
+        // The partition-wide entry sorts last.
+        dirty.extend(self.meta_dirty.take().map(|pos| (META_SEQ, pos)));
+        let mut ops = Vec::with_capacity(dirty.len());
+        for (i, &(seq, pos)) in dirty.iter().enumerate() {
+            if dirty.get(i + 1).is_some_and(|&(next, _)| next == seq) {
+                continue;
+            }
+            let (key, value) = if seq == META_SEQ {
+                let meta = Meta {
+                    stream_time: self.stream_time,
+                    topic_time: self.topic_time.clone(),
+                    next_seq: self.next_seq,
+                };
+                (META_KEY.to_owned(), Some(encode(&EntryRef::Meta(&meta))))
+            } else {
+                let value = match (self.entries.live(seq), self.entries.closed.get(&seq)) {
+                    (Some(Live::Call(call)), _) => {
+                        let scope = self.scopes.get(call.scope);
+                        Some(encode(&EntryRef::Call {
+                            scope: &scope.key,
+                            tool: scope.tool_name(call.tool),
+                            call,
+                        }))
+                    }
+                    (Some(Live::Waiting(waiting)), _) => Some(encode(&EntryRef::Waiting {
+                        scope: &self.scopes.get(waiting.scope).key,
+                        waiting,
+                    })),
+                    (None, Some(closed)) => Some(encode(&EntryRef::Closed {
+                        scope: &self.scopes.get(closed.scope).key,
+                        closed,
+                    })),
+                    (None, None) if seq >= self.unwritten_from => continue,
+                    (None, None) => None,
+                };
+                (seq.to_string(), value)
+            };
+            ops.push(ChangelogOp { key, value, pos });
+        }
+        self.unwritten_from = self.next_seq;
+        ops
+    }
+
+    /// The entry number a changelog key stands for; `None` for the partition-wide entry and for
+    /// keys this program does not write.
+    pub fn changelog_key_seq(key: &str) -> Option<u64> {
+        key.parse().ok().filter(|&seq| seq != META_SEQ)
+    }
+
+    /// Numbers new entries from `next` on (at least), and never writes a tombstone for a number
+    /// below it. For the restore: a changelog read on a broker that shows aborted transactions to
+    /// `read_committed` readers holds keys the restored state leaves out (written by batches
+    /// whose offsets never committed); new entries must not take those keys, or a tombstone left
+    /// out (see [`take_changelog`](Self::take_changelog)) would leave such a value standing.
+    pub fn reserve_seqs(&mut self, next: u64) {
+        self.next_seq = self.next_seq.max(next);
+        self.unwritten_from = self.next_seq;
+    }
+
+    /// Writes changelog key `key` again at the next [`take_changelog`](Self::take_changelog), as
+    /// the state holds it now (a tombstone when it holds no such entry), at
+    /// [`Position::RESTATED`]. For the restore: on a broker that shows aborted transactions to
+    /// `read_committed` readers, a key's latest value may come from a batch whose offsets never
+    /// committed; the restore skips it, but once later offsets commit, the next restore would not.
+    /// Writing the key again buries it. Keys this program does not write are ignored.
+    pub fn restate(&mut self, key: &str) {
+        let Some(dirty) = self.dirty.as_mut() else {
+            return;
+        };
+        if let Some(seq) = Self::changelog_key_seq(key) {
+            dirty.push((seq, Position::RESTATED));
+        } else if key == META_KEY {
+            self.meta_dirty.get_or_insert(Position::RESTATED);
+        }
+    }
+
+    /// Rebuilds a correlator from the latest value of every changelog key (tombstoned keys left
+    /// out). The result decides exactly as the correlator that wrote the changelog would have.
+    pub fn restore<K: AsRef<str>, V: AsRef<[u8]>>(
+        config: Config,
+        entries: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<Self, RestoreError> {
+        let mut restored = Correlator::new(config);
+        // Entries are inserted oldest first, whatever order the changelog gave them in: where two
+        // entries claim one id or idempotency key (a remembered closed call and a newer call with
+        // the same key), the newer one holds it, as it did before the restore. Sorting before
+        // decoding also makes the entries' memory follow their order.
+        let entries = entries.into_iter();
+        let mut raw = Vec::with_capacity(entries.size_hint().0);
+        for (key, value) in entries {
+            let key = key.as_ref();
+            let seq = match key {
+                META_KEY => None,
+                _ => Some(
+                    key.parse::<u64>()
+                        .map_err(|_| RestoreError::Key(key.chars().take(64).collect()))?,
+                ),
+            };
+            raw.push((seq, value));
+        }
+        raw.sort_by_key(|(seq, _)| *seq);
+
+        // Decode, and make every scope with how many entries its tables will hold, so that the
+        // tables are made at their size once instead of growing (growing reads every key back
+        // from its entry).
+        let mut sizes: Vec<[usize; 2]> = Vec::new();
+        let mut live = 0;
+        let mut items = Vec::with_capacity(raw.len());
+        for (seq, value) in raw {
+            let key = || seq.map_or_else(|| META_KEY.to_owned(), |s| s.to_string());
+            let entry: Entry = decode(value.as_ref())
+                .map_err(|source| RestoreError::Decode { key: key(), source })?;
+            drop(value);
+            if seq.is_none() != matches!(entry, Entry::Meta(_)) {
+                return Err(RestoreError::Key(key()));
+            }
+            let (ix, ids, digests, item) = match entry {
+                Entry::Meta(m) => {
+                    items.push((seq, Item::Meta(m)));
+                    continue;
+                }
+                Entry::Call {
+                    scope,
+                    tool,
+                    mut call,
+                } => {
+                    let ix = restored.scopes.intern(scope, &restored.hs);
+                    let Live::Call(body) = &mut *call else {
+                        unreachable!("decoded as a call")
+                    };
+                    body.scope = ix;
+                    live += 1;
+                    let (ids, digests) = (body.has_id, body.checksum.is_some());
+                    (ix, ids, digests, Item::Call(call, tool))
+                }
+                Entry::Waiting { scope, mut waiting } => {
+                    waiting.scope = restored.scopes.intern(scope, &restored.hs);
+                    live += 1;
+                    (waiting.scope, waiting.has_id, false, Item::Waiting(waiting))
+                }
+                Entry::Closed { scope, mut closed } => {
+                    closed.scope = restored.scopes.intern(scope, &restored.hs);
+                    let ids = !closed.ids.is_empty();
+                    (closed.scope, ids, false, Item::Closed(closed))
+                }
+            };
+            let ix = ix as usize;
+            if sizes.len() <= ix {
+                sizes.resize(ix + 1, [0, 0]);
+            }
+            sizes[ix][0] += usize::from(ids);
+            sizes[ix][1] += usize::from(digests);
+            items.push((seq, item));
+        }
+        restored.by_record.reserve(live, |_| 0);
+        for (ix, [ids, digests]) in sizes.into_iter().enumerate() {
+            if let Some(scope) = restored.scopes.slots[ix].as_mut() {
+                // The tables are empty: nothing to rehash.
+                scope.ids.reserve(ids, |_| 0);
+                scope.by_checksum.reserve(digests, |_| 0);
+            }
+        }
+
+        let mut max_seq = None::<u64>;
+        for (seq, item) in items {
+            max_seq = max_seq.max(seq);
+            let seq = seq.unwrap_or(META_SEQ);
+            match item {
+                Item::Meta(m) => {
+                    restored.stream_time = m.stream_time;
+                    restored.topic_time = m.topic_time;
+                    restored.next_seq = restored.next_seq.max(m.next_seq);
+                }
+                Item::Call(call, tool) => restored.insert_call(seq, call, &tool),
+                Item::Waiting(waiting) => restored.insert_waiting(seq, waiting),
+                Item::Closed(closed) => restored.insert_closed(seq, *closed),
+            }
+        }
+        restored.scopes.sweep(&restored.hs);
+        if let Some(m) = max_seq {
+            restored.next_seq = restored.next_seq.max(m + 1);
+        }
+        if let Some(d) = restored.dirty.as_mut() {
+            d.clear();
+        }
+        restored.meta_dirty = None;
+        restored.unwritten_from = restored.next_seq;
+        Ok(restored)
+    }
+}

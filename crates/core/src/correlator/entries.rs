@@ -1,0 +1,85 @@
+//! Every entry of the state by sequence number: the pending calls and waiting results, and the
+//! remembered closed calls. The indexes (`indexes.rs`, `scopes.rs`) hold sequence numbers and
+//! read keys from here.
+
+use super::hasher::HashMap;
+use crate::state::{Call, Closed, Live};
+use std::collections::{BTreeMap, VecDeque};
+use toolcalls_model::{CallId, RecordId};
+
+/// Every entry by sequence number: the pending ones (calls and waiting results) and the
+/// remembered closed calls. The indexes hold sequence numbers and read keys from here.
+#[derive(Debug, Default)]
+pub(super) struct Entries {
+    /// A hash map: the indexes read an entry's key through it on every probe and every rehash.
+    pub(super) live: HashMap<u64, Box<Live>>,
+    /// Pending entries oldest first, for the state cap: taken from `live` when the cap first
+    /// evicts, and used up before it is taken again. Entries filed meanwhile are newer than all of
+    /// it (sequence numbers only grow), so its first entry still pending is the oldest one.
+    evict_order: VecDeque<u64>,
+    pub(super) closed: BTreeMap<u64, Closed>,
+}
+
+impl Entries {
+    /// The oldest pending entry (the smallest sequence number).
+    pub(super) fn oldest_live(&mut self) -> Option<u64> {
+        loop {
+            while let Some(&seq) = self.evict_order.front() {
+                if self.live.contains_key(&seq) {
+                    return Some(seq);
+                }
+                self.evict_order.pop_front();
+            }
+            if self.live.is_empty() {
+                return None;
+            }
+            self.evict_order = self.live_seqs().into();
+        }
+    }
+
+    /// The sequence numbers of the pending entries, oldest first.
+    pub(super) fn live_seqs(&self) -> Vec<u64> {
+        let mut seqs: Vec<u64> = self.live.keys().copied().collect();
+        seqs.sort_unstable();
+        seqs
+    }
+
+    pub(super) fn live(&self, seq: u64) -> Option<&Live> {
+        self.live.get(&seq).map(|b| &**b)
+    }
+
+    pub(super) fn live_mut(&mut self, seq: u64) -> Option<&mut Live> {
+        self.live.get_mut(&seq).map(|b| &mut **b)
+    }
+
+    pub(super) fn call(&self, seq: u64) -> Option<&Call> {
+        match self.live(seq)? {
+            Live::Call(call) => Some(call),
+            Live::Waiting(_) => None,
+        }
+    }
+
+    pub(super) fn call_mut(&mut self, seq: u64) -> Option<&mut Call> {
+        match self.live_mut(seq)? {
+            Live::Call(call) => Some(call),
+            Live::Waiting(_) => None,
+        }
+    }
+
+    /// The id an entry is filed under in its scope's `ids` table: a call's or waiting result's own
+    /// id, a closed call's first id.
+    pub(super) fn primary_id(&self, seq: u64) -> Option<&str> {
+        match self.live(seq) {
+            Some(Live::Call(call)) => call.call_id(),
+            Some(Live::Waiting(waiting)) => waiting.call_id(),
+            None => self.closed.get(&seq)?.ids.first().map(CallId::as_str),
+        }
+    }
+
+    pub(super) fn record_id(&self, seq: u64) -> Option<RecordId> {
+        match self.live(seq)? {
+            Live::Call(call) => Some(call.record_id),
+            Live::Waiting(waiting) => Some(waiting.record_id),
+        }
+    }
+}

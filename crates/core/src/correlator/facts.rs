@@ -1,0 +1,146 @@
+//! Facts about a call other than its result — execution start / end, approvals, hook decisions —
+//! merged into the call they belong to, or left waiting for it (docs/ARCHITECTURE.md,
+//! Correlation → Facts). A denial moves the call's deadline (→ Phases).
+
+use super::footprint::call_bytes;
+use super::merge::{add_to_waiting, fold_approval, merge_call_attributes};
+use super::rules::Hints;
+use super::{Correlator, Envelope, Subject};
+use crate::state::{DeadlineCause, Digest, Fact, Live};
+use crate::Outcome;
+use serde_json::{Map, Value};
+use toolcalls_model::checksum::digest_of_json;
+use toolcalls_model::{ApprovalDecision, CallId, HookVerdict, Timestamp, TurnId};
+
+impl Correlator {
+    pub(super) fn on_fact(&mut self, env: Envelope, subject: Subject, fact: Fact) -> Outcome {
+        let (ix, time) = (env.scope, env.time);
+        let checksum = subject
+            .checksum
+            .or_else(|| match (&subject.tool, &subject.args) {
+                (Some(tool), Some(args)) => Some(Digest(digest_of_json(tool, Some(args)))),
+                _ => None,
+            });
+        if let Some(seq) = env.call_id.as_ref().and_then(|id| self.holder(ix, id)) {
+            match self.entries.live_mut(seq) {
+                Some(Live::Call(_)) => {
+                    self.merge_fact(seq, fact, time, env.attributes);
+                    return Outcome::Merged;
+                }
+                Some(Live::Waiting(waiting)) => {
+                    let pending_bytes = &mut self.pending_bytes;
+                    let outcome = add_to_waiting(waiting, pending_bytes, env, |entry| {
+                        if entry.facts.contains(&fact) {
+                            return false;
+                        }
+                        entry.facts.push(fact);
+                        true
+                    });
+                    self.touch(seq);
+                    return outcome;
+                }
+                // A remembered closed call: its record is published already.
+                None => return Outcome::Late,
+            }
+        }
+        let hints = Hints {
+            call_id: env.call_id.as_ref().map(CallId::as_str),
+            turn: env.turn.as_ref().map(TurnId::as_str),
+            checksum: checksum.as_ref(),
+            // A tool name alone is a weak hint for facts; use it only when there is no checksum.
+            tool: if checksum.is_none() {
+                subject.tool.as_deref()
+            } else {
+                None
+            },
+            oldest: false,
+            fact: Some(&fact),
+        };
+        if let Some(link) = self.find_call(ix, &hints) {
+            self.merge_fact(link.seq, fact, time, env.attributes);
+            return Outcome::Merged;
+        }
+        self.park(
+            env,
+            Subject {
+                checksum,
+                ..subject
+            },
+            None,
+            Some(fact),
+        );
+        Outcome::Pending
+    }
+
+    /// Merges the fact of an event (at `time`, with its `attributes`) into the pending call `seq`.
+    fn merge_fact(
+        &mut self,
+        seq: u64,
+        fact: Fact,
+        time: Timestamp,
+        attributes: Option<Map<String, Value>>,
+    ) {
+        if let Some(call) = self.entries.call_mut(seq) {
+            let before = call_bytes(call);
+            call.events += 1;
+            call.updated_at = call.updated_at.max(time);
+            merge_call_attributes(call, attributes);
+            self.pending_bytes = self.pending_bytes + call_bytes(call) - before;
+        }
+        self.apply_fact(seq, fact);
+    }
+
+    /// Applies a fact to a pending call; a denial moves its deadline to `turn_grace` after it.
+    pub(super) fn apply_fact(&mut self, seq: u64, fact: Fact) {
+        let grace = self.config.turn_grace_ms;
+        let Some(call) = self.entries.call_mut(seq) else {
+            return;
+        };
+        let before = call_bytes(call);
+        let mut deny_at = None;
+        match fact {
+            Fact::ExecStart { at } => {
+                let extras = call.extras_mut();
+                extras.started_at = Some(extras.started_at.map_or(at, |s| s.min(at)));
+            }
+            Fact::ExecEnd { end, started_at } => {
+                let extras = call.extras_mut();
+                if extras.started_at.is_none() {
+                    extras.started_at = started_at;
+                }
+                extras.exec_end = Some(end);
+            }
+            Fact::Approval {
+                at,
+                decision,
+                by,
+                reason,
+            } => {
+                fold_approval(&mut call.extras_mut().approval, at, decision, by, reason);
+                if decision == ApprovalDecision::Denied {
+                    deny_at = Some(at);
+                }
+            }
+            Fact::Hook { entry } => {
+                if entry.decision == HookVerdict::Deny {
+                    deny_at = Some(entry.at);
+                }
+                call.extras_mut().hooks.push(entry);
+            }
+        }
+        self.pending_bytes = self.pending_bytes + call_bytes(call) - before;
+        if let Some(at) = deny_at {
+            call.denied = true;
+            let at = at.plus_millis(grace);
+            if at < call.deadline || call.cause != DeadlineCause::Denied {
+                let old = call.deadline;
+                call.deadline = call.deadline.min(at);
+                call.cause = DeadlineCause::Denied;
+                let new = call.deadline;
+                self.timers.remove(&(old, seq));
+                self.timers.insert((new, seq));
+            }
+        }
+        self.touch(seq);
+    }
+}

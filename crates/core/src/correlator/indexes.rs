@@ -1,0 +1,353 @@
+//! Filing entries in the tables that find them — per scope by call id, by checksum, by
+//! idempotency key and in its tool slot, per partition by record id and deadline — and taking
+//! them out again. The tables hold sequence numbers only; a key is read from its entry (in
+//! [`Entries`]) to compare on lookup and to rehash on growth (docs/ARCHITECTURE.md, Correlation →
+//! Memory).
+
+use super::entries::Entries;
+use super::footprint::{call_bytes, live_bytes, waiting_bytes};
+use super::hasher::{HashMap, Hasher};
+use super::scopes::{Pending, Scope};
+use super::Correlator;
+use crate::state::{Closed, Digest, Live, ScopeIx, WaitingResult};
+use hashbrown::HashTable;
+use std::hash::BuildHasher;
+use toolcalls_model::{CallId, RecordId};
+
+impl Correlator {
+    pub(super) fn next_seq(&mut self) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        seq
+    }
+
+    /// The key a new entry's record id derives from — its call id, or `@topic:offset` of the event
+    /// being applied — whether that is a call id, and the record id.
+    pub(super) fn record_key(
+        &self,
+        ix: ScopeIx,
+        call_id: Option<CallId>,
+    ) -> (Box<str>, bool, RecordId) {
+        let (key, has_id) = match call_id {
+            Some(id) => (id.0.into_boxed_str(), true),
+            None => (
+                format!("@{}:{}", self.pos.topic, self.pos.offset).into_boxed_str(),
+                false,
+            ),
+        };
+        let sk = &self.scopes.get(ix).key;
+        let record_id = RecordId::derive(&sk.source, &sk.session, sk.thread.as_ref(), &key);
+        (key, has_id, record_id)
+    }
+
+    /// Files a new pending call (a [`Live::Call`] whose `scope` is set; its `tool` slot is set
+    /// here) under every index.
+    pub(super) fn insert_call(&mut self, seq: u64, mut live: Box<Live>, tool: &str) {
+        let Live::Call(call) = &mut *live else {
+            debug_assert!(false, "insert_call takes calls");
+            return;
+        };
+        let ix = call.scope;
+        let scope = self.scopes.get_mut(ix);
+        scope.refs += 1;
+        let slot = scope.tool_slot(tool);
+        scope.tools[slot as usize]
+            .calls
+            .push(Pending::of(seq, call, &self.hs));
+        call.tool = slot;
+        if let Some(key) = call.idempotency_key() {
+            claim(&mut scope.idem, key, seq);
+        }
+        self.timers.insert((call.deadline, seq));
+        self.pending_bytes += call_bytes(call);
+        self.pending_calls += 1;
+        let record_h = self.hs.hash_one(call.record_id);
+        self.entries.live.insert(seq, live);
+        // The tables below may grow, which reads the keys of their entries (this one included)
+        // from `entries`: file the call there first.
+        let (entries, hs) = (&self.entries, &self.hs);
+        self.by_record
+            .insert_unique(record_h, seq, |&s| record_hash(entries, hs, s));
+        let Some(call) = entries.call(seq) else {
+            return;
+        };
+        let scope = self.scopes.get_mut(ix);
+        if let Some(digest) = &call.checksum {
+            insert_checksum(scope, entries, hs, digest, seq);
+        }
+        if let Some(id) = call.call_id() {
+            file_id(scope, entries, hs, id, seq, IdSlot::Primary);
+        }
+        for id in call.aliases() {
+            file_id(scope, entries, hs, id.as_str(), seq, IdSlot::Alias);
+        }
+    }
+
+    pub(super) fn insert_waiting(&mut self, seq: u64, waiting: Box<WaitingResult>) {
+        let ix = waiting.scope;
+        let scope = self.scopes.get_mut(ix);
+        scope.refs += 1;
+        scope.waiting.insert(seq);
+        self.timers.insert((waiting.deadline, seq));
+        self.pending_bytes += waiting_bytes(&waiting);
+        let record_h = self.hs.hash_one(waiting.record_id);
+        let has_id = waiting.has_id;
+        self.entries
+            .live
+            .insert(seq, Box::new(Live::Waiting(waiting)));
+        let (entries, hs) = (&self.entries, &self.hs);
+        self.by_record
+            .insert_unique(record_h, seq, |&s| record_hash(entries, hs, s));
+        if has_id {
+            if let Some(id) = entries.primary_id(seq) {
+                file_id(
+                    self.scopes.get_mut(ix),
+                    entries,
+                    hs,
+                    id,
+                    seq,
+                    IdSlot::Primary,
+                );
+            }
+        }
+    }
+
+    pub(super) fn insert_closed(&mut self, seq: u64, closed: Closed) {
+        let ix = closed.scope;
+        let scope = self.scopes.get_mut(ix);
+        scope.refs += 1;
+        if let Some(idem) = &closed.idem {
+            claim(&mut scope.idem, &idem.key, seq);
+        }
+        self.timers.insert((closed.expires, seq));
+        self.entries.closed.insert(seq, closed);
+        let (entries, hs) = (&self.entries, &self.hs);
+        let Some(closed) = entries.closed.get(&seq) else {
+            return;
+        };
+        let scope = self.scopes.get_mut(ix);
+        for (i, id) in closed.ids.iter().enumerate() {
+            file_id(scope, entries, hs, id.as_str(), seq, IdSlot::of_closed(i));
+        }
+    }
+
+    /// Takes a live entry out of every index.
+    pub(super) fn remove_live(&mut self, seq: u64) -> Option<Box<Live>> {
+        let live = self.entries.live.remove(&seq)?;
+        let hs = &self.hs;
+        self.pending_bytes -= live_bytes(&live);
+        let ix = match &*live {
+            Live::Call(call) => {
+                self.pending_calls -= 1;
+                self.timers.remove(&(call.deadline, seq));
+                remove_record(&mut self.by_record, hs, &call.record_id, seq);
+                let scope = self.scopes.get_mut(call.scope);
+                scope.remove_tool_call(call.tool, seq);
+                if let Some(digest) = &call.checksum {
+                    remove_checksum(scope, hs, digest, seq);
+                }
+                if let Some(id) = call.call_id() {
+                    release_id(scope, hs, id, seq, IdSlot::Primary);
+                }
+                for id in call.aliases() {
+                    release_id(scope, hs, id.as_str(), seq, IdSlot::Alias);
+                }
+                if let Some(key) = call.idempotency_key() {
+                    if scope.idem.get(key) == Some(&seq) {
+                        scope.idem.remove(key);
+                    }
+                }
+                call.scope
+            }
+            Live::Waiting(waiting) => {
+                self.timers.remove(&(waiting.deadline, seq));
+                remove_record(&mut self.by_record, hs, &waiting.record_id, seq);
+                let scope = self.scopes.get_mut(waiting.scope);
+                scope.waiting.remove(&seq);
+                if let Some(id) = waiting.call_id() {
+                    release_id(scope, hs, id, seq, IdSlot::Primary);
+                }
+                waiting.scope
+            }
+        };
+        self.scopes.unref(ix);
+        Some(live)
+    }
+
+    /// Forgets a remembered closed call: its ids and idempotency key name nothing any more.
+    pub(super) fn expire_closed(&mut self, seq: u64) {
+        let Some(closed) = self.entries.closed.remove(&seq) else {
+            return;
+        };
+        self.timers.remove(&(closed.expires, seq));
+        self.touch(seq);
+        let scope = self.scopes.get_mut(closed.scope);
+        for (i, id) in closed.ids.iter().enumerate() {
+            release_id(scope, &self.hs, id.as_str(), seq, IdSlot::of_closed(i));
+        }
+        if let Some(idem) = &closed.idem {
+            if scope.idem.get(&idem.key) == Some(&seq) {
+                scope.idem.remove(&idem.key);
+            }
+        }
+        self.scopes.unref(closed.scope);
+    }
+}
+
+/// Points `key` at entry `seq` unless a newer entry holds it: where a remembered closed call and a
+/// newer call share an id or an idempotency key, the newer one keeps it — whether the closed one
+/// was closed after the newer one started, or the changelog returned them in any order.
+fn claim<K, Q>(map: &mut HashMap<K, u64>, key: &Q, seq: u64)
+where
+    K: std::hash::Hash + Eq + std::borrow::Borrow<Q>,
+    Q: std::hash::Hash + Eq + ToOwned<Owned = K> + ?Sized,
+{
+    match map.get_mut(key) {
+        Some(held) if *held > seq => {}
+        Some(held) => *held = seq,
+        None => {
+            map.insert(key.to_owned(), seq);
+        }
+    }
+}
+
+/// Which of a scope's id tables an id of an entry is filed in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum IdSlot {
+    /// The entry's first id ([`Entries::primary_id`]), in `ids`: its key is read from the entry.
+    Primary,
+    /// Any other id (collapsed retries, ids taken over from waiting results), in `aliases`.
+    Alias,
+}
+
+impl IdSlot {
+    /// The slot of a closed call's `i`-th id.
+    fn of_closed(i: usize) -> IdSlot {
+        if i == 0 {
+            IdSlot::Primary
+        } else {
+            IdSlot::Alias
+        }
+    }
+}
+
+/// The entry of `scope` that call id `id` names.
+pub(super) fn id_holder(scope: &Scope, entries: &Entries, hs: &Hasher, id: &str) -> Option<u64> {
+    scope
+        .ids
+        .find(hs.hash_one(id), |&s| entries.primary_id(s) == Some(id))
+        .or_else(|| scope.aliases.get(id))
+        .copied()
+}
+
+fn id_hash(entries: &Entries, hs: &Hasher, seq: u64) -> u64 {
+    let id = entries.primary_id(seq);
+    debug_assert!(id.is_some(), "an entry filed by id has one");
+    hs.hash_one(id.unwrap_or_default())
+}
+
+/// Files id `id` of entry `seq` (already in `entries`) as the entry is inserted, new or restored:
+/// an id held by a newer entry stays there (see [`claim`]).
+fn file_id(scope: &mut Scope, entries: &Entries, hs: &Hasher, id: &str, seq: u64, slot: IdSlot) {
+    point_id(scope, entries, hs, id, seq, slot, true);
+}
+
+/// Makes alias `id` name entry `seq` (already in `entries`), whichever entry it named before: a
+/// retry collapsed into the call, or the id of a waiting result the call took over.
+pub(super) fn take_id(scope: &mut Scope, entries: &Entries, hs: &Hasher, id: &str, seq: u64) {
+    point_id(scope, entries, hs, id, seq, IdSlot::Alias, false);
+}
+
+/// Makes `id` name entry `seq`, filed in `slot`'s table: out of whichever table held it before,
+/// unless it names `seq` there already or — with `newer_keeps` — a newer entry. Used through
+/// [`file_id`] (`newer_keeps`) and [`take_id`].
+fn point_id(
+    scope: &mut Scope,
+    entries: &Entries,
+    hs: &Hasher,
+    id: &str,
+    seq: u64,
+    slot: IdSlot,
+    newer_keeps: bool,
+) {
+    let primary = slot == IdSlot::Primary;
+    let h = hs.hash_one(id);
+    match scope
+        .ids
+        .find_entry(h, |&s| entries.primary_id(s) == Some(id))
+    {
+        Ok(found) => {
+            let held = *found.get();
+            if (newer_keeps && held > seq) || (held == seq && primary) {
+                return;
+            }
+            found.remove();
+        }
+        Err(_) => {
+            if let Some(&held) = scope.aliases.get(id) {
+                if (newer_keeps && held > seq) || (held == seq && !primary) {
+                    return;
+                }
+                scope.aliases.remove(id);
+            }
+        }
+    }
+    if primary {
+        scope
+            .ids
+            .insert_unique(h, seq, |&s| id_hash(entries, hs, s));
+    } else {
+        scope.aliases.insert(id.into(), seq);
+    }
+}
+
+/// Forgets that `id` names entry `seq`, if it still does. The entry may already be out of
+/// [`Entries`]: its place in `ids` is found by sequence number.
+fn release_id(scope: &mut Scope, hs: &Hasher, id: &str, seq: u64, slot: IdSlot) {
+    if slot == IdSlot::Primary {
+        if let Ok(held) = scope.ids.find_entry(hs.hash_one(id), |&s| s == seq) {
+            held.remove();
+            return;
+        }
+    }
+    if scope.aliases.get(id) == Some(&seq) {
+        scope.aliases.remove(id);
+    }
+}
+
+pub(super) fn insert_checksum(
+    scope: &mut Scope,
+    entries: &Entries,
+    hs: &Hasher,
+    digest: &Digest,
+    seq: u64,
+) {
+    scope
+        .by_checksum
+        .insert_unique(hs.hash_one(digest), seq, |&s| {
+            let digest = entries.call(s).and_then(|c| c.checksum);
+            debug_assert!(digest.is_some(), "a call filed by checksum has one");
+            hs.hash_one(digest.unwrap_or(Digest([0; 32])))
+        });
+}
+
+pub(super) fn remove_checksum(scope: &mut Scope, hs: &Hasher, digest: &Digest, seq: u64) {
+    if let Ok(held) = scope
+        .by_checksum
+        .find_entry(hs.hash_one(digest), |&s| s == seq)
+    {
+        held.remove();
+    }
+}
+
+fn record_hash(entries: &Entries, hs: &Hasher, seq: u64) -> u64 {
+    let id = entries.record_id(seq);
+    debug_assert!(id.is_some(), "a record id is filed for a live entry");
+    id.map_or(0, |id| hs.hash_one(id))
+}
+
+fn remove_record(table: &mut HashTable<u64>, hs: &Hasher, id: &RecordId, seq: u64) {
+    if let Ok(held) = table.find_entry(hs.hash_one(id), |&s| s == seq) {
+        held.remove();
+    }
+}

@@ -1,0 +1,167 @@
+//! A completion: it finds its call by the rules (`rules.rs`) and closes it with its result, or
+//! it waits for its announce (docs/ARCHITECTURE.md, Correlation → Rules and → Phases).
+
+use super::footprint::call_bytes;
+use super::merge::{add_to_waiting, merge_call_attributes};
+use super::rules::{Hints, Link};
+use super::{Correlator, Envelope, Subject};
+use crate::state::{Digest, Done, Fact, Live, WaitingResult};
+use crate::{Effects, Outcome};
+use toolcalls_model::checksum::digest_of_json;
+use toolcalls_model::{CallId, Completion, Phase, Strategy, TurnId};
+
+impl Correlator {
+    pub(super) fn on_completion(
+        &mut self,
+        env: Envelope,
+        completion: Completion,
+        out: &mut Effects,
+    ) -> Outcome {
+        let ix = env.scope;
+        let checksum = match (&completion.checksum, &completion.tool, &completion.args) {
+            (Some(cs), _, _) => Some(Digest::of(cs)),
+            (None, Some(tool), Some(args)) => Some(Digest(digest_of_json(tool, Some(args)))),
+            _ => None,
+        };
+        let done = Done {
+            at: env.time,
+            result: completion.result,
+            is_error: completion.is_error,
+            cancelled: completion.cancelled,
+            started_at: completion.started_at,
+            duration_ms: completion.duration_ms,
+        };
+        if let Some(seq) = env.call_id.as_ref().and_then(|id| self.holder(ix, id)) {
+            match self.entries.live_mut(seq) {
+                Some(Live::Call(call)) => {
+                    let before = call_bytes(call);
+                    call.events += 1;
+                    merge_call_attributes(call, env.attributes);
+                    self.pending_bytes = self.pending_bytes + call_bytes(call) - before;
+                    self.finish_with(seq, Some(done), Link::call_id(seq), out);
+                    return Outcome::Matched(Strategy::CallId);
+                }
+                Some(Live::Waiting(waiting)) => {
+                    // The result of a call not announced yet, waiting for it under its id.
+                    let pending_bytes = &mut self.pending_bytes;
+                    let outcome = add_to_waiting(waiting, pending_bytes, env, |entry| {
+                        if entry.done.is_some() {
+                            return false;
+                        }
+                        entry.done = Some(done);
+                        if entry.tool.is_none() {
+                            entry.tool = completion.tool.map(String::into_boxed_str);
+                        }
+                        if entry.checksum.is_none() {
+                            entry.checksum = checksum;
+                        }
+                        true
+                    });
+                    self.touch(seq);
+                    return outcome;
+                }
+                // A remembered closed call: its record is published already.
+                None => return Outcome::Late,
+            }
+        }
+
+        let hintless = env.call_id.is_none() && checksum.is_none() && completion.tool.is_none();
+        let hints = Hints {
+            call_id: env.call_id.as_ref().map(CallId::as_str),
+            turn: env.turn.as_ref().map(TurnId::as_str),
+            checksum: checksum.as_ref(),
+            tool: completion.tool.as_deref(),
+            oldest: hintless,
+            fact: None,
+        };
+        if let Some(link) = self.find_call(ix, &hints) {
+            if let Some(call) = self.entries.call_mut(link.seq) {
+                let before = call_bytes(call);
+                call.events += 1;
+                merge_call_attributes(call, env.attributes);
+                self.pending_bytes = self.pending_bytes + call_bytes(call) - before;
+            }
+            self.finish_with(link.seq, Some(done), link, out);
+            return Outcome::Matched(link.strategy);
+        }
+
+        // Rule 5: nothing to link to yet; wait for the announce.
+        let subject = Subject {
+            tool: completion.tool,
+            args: completion.args,
+            checksum,
+        };
+        self.park(env, subject, Some(done), None);
+        Outcome::Pending
+    }
+
+    /// Parks a result-side event (a result, or a fact) until its announce comes or its grace runs
+    /// out.
+    pub(super) fn park(
+        &mut self,
+        env: Envelope,
+        subject: Subject,
+        done: Option<Done>,
+        fact: Option<Fact>,
+    ) {
+        let Envelope {
+            scope: ix,
+            turn,
+            call_id,
+            time,
+            attributes,
+        } = env;
+        let Subject {
+            tool,
+            args,
+            checksum,
+        } = subject;
+        let seq = self.next_seq();
+        let (key, has_id, record_id) = self.record_key(ix, call_id);
+        let waiting = Box::new(WaitingResult {
+            scope: ix,
+            key,
+            has_id,
+            record_id,
+            turn: turn.map(|t| t.0.into_boxed_str()),
+            tool: tool.map(String::into_boxed_str),
+            args,
+            checksum,
+            done,
+            facts: fact.into_iter().collect(),
+            first_at: time,
+            updated_at: time,
+            events: 1,
+            duplicates: 0,
+            deadline: time.plus_millis(self.config.orphan_grace_ms),
+            attributes,
+        });
+        self.insert_waiting(seq, waiting);
+        self.touch(seq);
+    }
+
+    /// Closes a pending call with its result (or without one), publishing its record. Its phase
+    /// (docs/ARCHITECTURE.md, Correlation → Phases): a denial first wins over what the result says.
+    pub(super) fn finish_with(
+        &mut self,
+        seq: u64,
+        done: Option<Done>,
+        link: Link,
+        out: &mut Effects,
+    ) {
+        let Some(call) = self.entries.call_mut(seq) else {
+            return;
+        };
+        if let Some(d) = &done {
+            call.updated_at = call.updated_at.max(d.at);
+        }
+        let phase = match &done {
+            _ if call.denied => Phase::Denied,
+            Some(d) if d.cancelled => Phase::Interrupted,
+            Some(d) if d.is_error => Phase::Failed,
+            Some(_) => Phase::Succeeded,
+            None => Phase::TimedOut,
+        };
+        self.close_call(seq, done, phase, None, link, out);
+    }
+}

@@ -1,0 +1,233 @@
+//! The scope table, and per scope its indexes and tool slots. Everything in a scope points into
+//! [`Entries`](super::entries::Entries) by sequence number (docs/ARCHITECTURE.md, Correlation →
+//! Scope and → Memory).
+
+use super::hasher::{HashMap, Hasher};
+use crate::state::{Call, ScopeIx, ScopeKey};
+use hashbrown::HashTable;
+use std::collections::BTreeSet;
+use std::hash::BuildHasher;
+use toolcalls_model::Timestamp;
+
+/// A tool name of a scope and its pending calls (unordered; the rules pick by created time).
+#[derive(Debug, Default)]
+pub(super) struct Tool {
+    name: Box<str>,
+    pub(super) calls: Vec<Pending>,
+}
+
+/// A pending call as its tool slot holds it: with what rules 3 and 4 filter and order on, so
+/// scanning a slot reads no entry that cannot fit. While a call is pending its created time and
+/// turn never change, and an id, once it names the call, stays: a candidate the slot rules out
+/// is out; one it lets through is checked against the call where the slot cannot tell for sure.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Pending {
+    pub(super) seq: u64,
+    pub(super) created_at: Timestamp,
+    /// The low bits of the turn's hash ([`turn_hash`]), if the call has a turn.
+    turn: u32,
+    flags: u8,
+}
+
+impl Pending {
+    const HAS_TURN: u8 = 1;
+    /// Set when the call had an id when it was filed; an id-less call may gain one later.
+    const HAS_ID: u8 = 2;
+
+    pub(super) fn of(seq: u64, call: &Call, hs: &Hasher) -> Self {
+        let mut flags = 0;
+        if call.has_any_id() {
+            flags |= Self::HAS_ID;
+        }
+        let turn = match call.turn.as_deref() {
+            Some(t) => {
+                flags |= Self::HAS_TURN;
+                turn_hash(hs, t)
+            }
+            None => 0,
+        };
+        Pending {
+            seq,
+            created_at: call.created_at,
+            turn,
+            flags,
+        }
+    }
+
+    pub(super) fn turn(&self) -> Option<u32> {
+        (self.flags & Self::HAS_TURN != 0).then_some(self.turn)
+    }
+
+    pub(super) fn has_id(&self) -> bool {
+        self.flags & Self::HAS_ID != 0
+    }
+}
+
+pub(super) fn turn_hash(hs: &Hasher, turn: &str) -> u32 {
+    hs.hash_one(turn) as u32
+}
+
+/// The indexes of one scope.
+#[derive(Debug)]
+pub(super) struct Scope {
+    pub(super) key: ScopeKey,
+    /// Entries (pending and closed) of this scope; at 0 the scope is dropped.
+    pub(super) refs: u32,
+    /// Entries by their first id ([`Entries::primary_id`](super::entries::Entries::primary_id)):
+    /// live calls, waiting results, closed calls.
+    pub(super) ids: HashTable<u64>,
+    /// Ids beyond an entry's first (collapsed retries, ids taken over from waiting results).
+    pub(super) aliases: HashMap<Box<str>, u64>,
+    /// Pending calls by checksum; several calls may share one.
+    pub(super) by_checksum: HashTable<u64>,
+    /// Tool slots; `Call::tool` indexes them. A slot is freed when its last call goes.
+    pub(super) tools: Vec<Tool>,
+    free_tools: Vec<u32>,
+    pub(super) tool_ix: HashMap<Box<str>, u32>,
+    /// Waiting results in arrival order.
+    pub(super) waiting: BTreeSet<u64>,
+    /// Idempotency key → the live or closed call that holds it.
+    pub(super) idem: HashMap<String, u64>,
+}
+
+impl Scope {
+    fn new(key: ScopeKey) -> Self {
+        Scope {
+            key,
+            refs: 0,
+            ids: HashTable::new(),
+            aliases: HashMap::default(),
+            by_checksum: HashTable::new(),
+            tools: Vec::new(),
+            free_tools: Vec::new(),
+            tool_ix: HashMap::default(),
+            waiting: BTreeSet::new(),
+            idem: HashMap::default(),
+        }
+    }
+
+    pub(super) fn tool_name(&self, slot: u32) -> &str {
+        &self.tools[slot as usize].name
+    }
+
+    /// The slot of tool `name`, made if the scope has no pending call of it.
+    pub(super) fn tool_slot(&mut self, name: &str) -> u32 {
+        if let Some(&slot) = self.tool_ix.get(name) {
+            return slot;
+        }
+        let slot = match self.free_tools.pop() {
+            Some(slot) => {
+                self.tools[slot as usize].name = name.into();
+                slot
+            }
+            None => {
+                self.tools.push(Tool {
+                    name: name.into(),
+                    calls: Vec::new(),
+                });
+                (self.tools.len() - 1) as u32
+            }
+        };
+        self.tool_ix.insert(name.into(), slot);
+        slot
+    }
+
+    pub(super) fn remove_tool_call(&mut self, slot: u32, seq: u64) {
+        let tool = &mut self.tools[slot as usize];
+        if let Some(i) = tool.calls.iter().position(|p| p.seq == seq) {
+            tool.calls.swap_remove(i);
+        }
+        if tool.calls.is_empty() {
+            self.tool_ix.remove(&*tool.name);
+            *tool = Tool::default();
+            self.free_tools.push(slot);
+        } else if tool.calls.capacity() > 64 && tool.calls.len() * 4 < tool.calls.capacity() {
+            tool.calls.shrink_to(tool.calls.len() * 2);
+        }
+    }
+
+    /// Every pending call of the scope.
+    pub(super) fn calls(&self) -> impl Iterator<Item = Pending> + '_ {
+        self.tools.iter().flat_map(|t| t.calls.iter().copied())
+    }
+}
+
+/// The scope table: slots indexed by [`ScopeIx`], found by key through a hash table of indexes.
+#[derive(Debug, Default)]
+pub(super) struct Scopes {
+    pub(super) slots: Vec<Option<Scope>>,
+    free: Vec<ScopeIx>,
+    index: HashTable<ScopeIx>,
+    /// Scopes that may have no entry left; dropped at the end of the step if they still have none.
+    empty: Vec<ScopeIx>,
+}
+
+impl Scopes {
+    pub(super) fn get(&self, ix: ScopeIx) -> &Scope {
+        self.slots[ix as usize]
+            .as_ref()
+            .expect("an entry's scope exists while the entry does")
+    }
+
+    pub(super) fn get_mut(&mut self, ix: ScopeIx) -> &mut Scope {
+        self.slots[ix as usize]
+            .as_mut()
+            .expect("an entry's scope exists while the entry does")
+    }
+
+    /// The index of the scope `key`, made if it does not exist.
+    pub(super) fn intern(&mut self, key: ScopeKey, hs: &Hasher) -> ScopeIx {
+        let h = hs.hash_one(&key);
+        let slots = &self.slots;
+        if let Some(&ix) = self.index.find(h, |&i| {
+            slots[i as usize].as_ref().is_some_and(|s| s.key == key)
+        }) {
+            return ix;
+        }
+        let scope = Scope::new(key);
+        let ix = match self.free.pop() {
+            Some(ix) => {
+                self.slots[ix as usize] = Some(scope);
+                ix
+            }
+            None => {
+                self.slots.push(Some(scope));
+                (self.slots.len() - 1) as ScopeIx
+            }
+        };
+        let slots = &self.slots;
+        self.index.insert_unique(h, ix, |&i| {
+            slots[i as usize]
+                .as_ref()
+                .map_or(0, |s| hs.hash_one(&s.key))
+        });
+        // Nothing refers to it yet: dropped at the end of the step unless an entry does by then.
+        self.empty.push(ix);
+        ix
+    }
+
+    pub(super) fn unref(&mut self, ix: ScopeIx) {
+        let scope = self.get_mut(ix);
+        scope.refs -= 1;
+        if scope.refs == 0 {
+            self.empty.push(ix);
+        }
+    }
+
+    /// Drops the scopes left without entries.
+    pub(super) fn sweep(&mut self, hs: &Hasher) {
+        while let Some(ix) = self.empty.pop() {
+            let Some(scope) = &self.slots[ix as usize] else {
+                continue;
+            };
+            if scope.refs > 0 {
+                continue;
+            }
+            if let Ok(slot) = self.index.find_entry(hs.hash_one(&scope.key), |&i| i == ix) {
+                slot.remove();
+            }
+            self.slots[ix as usize] = None;
+            self.free.push(ix);
+        }
+    }
+}
