@@ -3,17 +3,17 @@
 
 use crate::config::{Guarantee, Settings};
 use crate::metrics::Metrics;
+use crate::telemetry::output::DeliveryFailed;
 use rdkafka::client::ClientContext;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::error::KafkaError;
 use rdkafka::message::DeliveryResult;
 use rdkafka::producer::ProducerContext;
-use rdkafka::statistics::Statistics;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// Settings shared by every client, then the user's `--kafka` passthrough (which wins).
-pub(crate) fn base_config(settings: &Settings, role: &str) -> ClientConfig {
+/// A client named `toolcalls-<instance>-<role>` of the brokers, logging warnings and worse.
+fn named(settings: &Settings, role: &str) -> ClientConfig {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", &settings.brokers);
     c.set(
@@ -21,20 +21,28 @@ pub(crate) fn base_config(settings: &Settings, role: &str) -> ClientConfig {
         format!("toolcalls-{}-{role}", settings.instance_id),
     );
     c.set_log_level(RDKafkaLogLevel::Warning);
+    c
+}
+
+/// The user's `--kafka` pairs (which win over the defaults set before), but those `skip` refuses.
+fn passthrough(c: &mut ClientConfig, settings: &Settings, skip: fn(&str) -> bool) {
     for (k, v) in &settings.kafka {
-        c.set(k, v);
+        if !skip(k) {
+            c.set(k, v);
+        }
     }
+}
+
+/// Settings shared by every client, then the user's `--kafka` passthrough (which wins).
+pub(crate) fn base_config(settings: &Settings, role: &str) -> ClientConfig {
+    let mut c = named(settings, role);
+    passthrough(&mut c, settings, |_| false);
     c
 }
 
 /// The group consumer of the input topics.
 pub(crate) fn consumer_config(settings: &Settings) -> ClientConfig {
-    let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", &settings.brokers);
-    c.set(
-        "client.id",
-        format!("toolcalls-{}-consumer", settings.instance_id),
-    );
+    let mut c = named(settings, "consumer");
     c.set("group.id", &settings.group);
     c.set("enable.auto.commit", "false");
     c.set("enable.auto.offset.store", "false");
@@ -42,7 +50,7 @@ pub(crate) fn consumer_config(settings: &Settings) -> ClientConfig {
     c.set("partition.assignment.strategy", "cooperative-sticky");
     c.set("isolation.level", "read_committed");
     // Statistics feed the lag metrics and tell the partition tasks whether an input topic has
-    // more to deliver (see `align.rs`).
+    // more to deliver (see `input/align.rs`).
     c.set("statistics.interval.ms", "250");
     // The consumer thread empties librdkafka's queue into the partition tasks at once, so a full
     // queue (a broker that answers a fetch with a whole partition) clears within milliseconds;
@@ -56,10 +64,7 @@ pub(crate) fn consumer_config(settings: &Settings) -> ClientConfig {
     // much; the consumer thread reads a partition only while its task keeps up): 16 MiB rather
     // than the 64 MiB default, as every partition has a queue of its own.
     c.set("queued.max.messages.kbytes", "16384");
-    c.set_log_level(RDKafkaLogLevel::Warning);
-    for (k, v) in &settings.kafka {
-        c.set(k, v);
-    }
+    passthrough(&mut c, settings, |_| false);
     // Managed keys (validated not to be in the passthrough).
     c.set("group.id", &settings.group);
     c.set("enable.auto.commit", "false");
@@ -69,12 +74,7 @@ pub(crate) fn consumer_config(settings: &Settings) -> ClientConfig {
 
 /// The producer of records, changelog and dead letters.
 pub(crate) fn producer_config(settings: &Settings) -> ClientConfig {
-    let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", &settings.brokers);
-    c.set(
-        "client.id",
-        format!("toolcalls-{}-producer", settings.instance_id),
-    );
+    let mut c = named(settings, "producer");
     c.set("linger.ms", "5");
     c.set("enable.idempotence", "true");
     // Records are JSON of about a kilobyte; lz4 shrinks them several times over for little CPU,
@@ -87,13 +87,8 @@ pub(crate) fn producer_config(settings: &Settings) -> ClientConfig {
         "transaction.timeout.ms",
         settings.transaction_timeout_ms.to_string(),
     );
-    c.set_log_level(RDKafkaLogLevel::Warning);
-    for (k, v) in &settings.kafka {
-        // Consumer-only keys would make librdkafka warn on every start.
-        if !is_consumer_only(k) {
-            c.set(k, v);
-        }
-    }
+    // Consumer-only keys would make librdkafka warn on every start.
+    passthrough(&mut c, settings, is_consumer_only);
     if settings.guarantee == Guarantee::ExactlyOnce {
         c.set("transactional.id", settings.transactional_id());
     }
@@ -102,24 +97,17 @@ pub(crate) fn producer_config(settings: &Settings) -> ClientConfig {
 
 /// A plain consumer that reads one changelog partition to its end.
 pub(crate) fn restore_config(settings: &Settings) -> ClientConfig {
-    let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", &settings.brokers);
-    c.set(
-        "client.id",
-        format!("toolcalls-{}-restore", settings.instance_id),
-    );
-    c.set_log_level(RDKafkaLogLevel::Warning);
-    for (k, v) in &settings.kafka {
-        if !matches!(
-            k.as_str(),
+    let mut c = named(settings, "restore");
+    // It joins no group: the group's keys do not apply, nor do statistics.
+    passthrough(&mut c, settings, |k| {
+        matches!(
+            k,
             "session.timeout.ms"
                 | "heartbeat.interval.ms"
                 | "partition.assignment.strategy"
                 | "statistics.interval.ms"
-        ) {
-            c.set(k, v);
-        }
-    }
+        )
+    });
     c.set("group.id", format!("{}-restore", settings.group));
     c.set("enable.auto.commit", "false");
     c.set("enable.partition.eof", "true");
@@ -231,7 +219,7 @@ impl ProducerContext for ProducerCtx {
                 return;
             }
             self.failed.fetch_add(1, Ordering::AcqRel);
-            self.metrics.produce_errors.inc();
+            DeliveryFailed.emit(&self.metrics);
             if let Ok(mut last) = self.last_error.lock() {
                 *last = Some(e.to_string());
             }
@@ -239,22 +227,5 @@ impl ProducerContext for ProducerCtx {
     }
 }
 
-/// Statistics → consumer lag gauges.
-pub(crate) fn record_lag(metrics: &Metrics, inputs: &[String; 2], stats: &Statistics) {
-    for name in inputs {
-        let Some(topic) = stats.topics.get(name) else {
-            continue;
-        };
-        for (p, part) in &topic.partitions {
-            let Some(lag) = crate::consumer::undelivered(part).filter(|_| *p >= 0) else {
-                continue;
-            };
-            metrics
-                .consumer_lag_records
-                .with_label_values(&[name.as_str(), &p.to_string()])
-                .set(lag);
-        }
-    }
-}
-
+/// The producer every partition task and the coordinator share.
 pub(crate) type SharedProducer = Arc<rdkafka::producer::ThreadedProducer<ProducerCtx>>;

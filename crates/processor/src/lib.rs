@@ -6,17 +6,34 @@
 //!
 //! # Shape
 //!
-//! - **Consumer thread** ([`consumer`](crate::consumer)): one OS thread polls the group consumer,
-//!   turns rebalance callbacks into messages for the coordinator (a revocation waits for its
-//!   acknowledgement), routes messages to partition tasks and holds back a partition whose task is behind.
-//!   The group forms on the announce topic; completion partition `p` follows announce partition `p`.
-//! - **Partition tasks**: one tokio task per assigned partition owns its correlator — no locks on
-//!   the hot path. Decode, validate, correlate, produce.
-//! - **Coordinator**: owns the transactional producer and the batch cycle: checkpoint every
-//!   `commit_interval_ms` (every task writes its state to the changelog and reports its offsets,
-//!   which go into the transaction; the tasks go on meanwhile, holding back what they produce until
-//!   the next transaction has begun), restores on assignment, abort-and-rewind on failure.
-//! - **HTTP**: metrics from an explicit registry, health, readiness, and the query API.
+//! The runtime is a pipeline of stages; a message passes them in this order.
+//!
+//! 1. **Input** (`input/`). One OS thread (`input/consumer.rs`) polls the group consumer and
+//!    copies each partition's messages into input batches (`input/batch.rs`), reading a partition
+//!    only while its task keeps up (`input/flow.rs`). The group forms on the announce topic;
+//!    completion partition `p` follows announce partition `p` (`input/group.rs`, which also turns
+//!    rebalances into events for the coordinator and statistics into lag, `input/lag.rs`). In the
+//!    task, `input/align.rs` merges the two topics' batches back into timestamp order.
+//! 2. **Partition** (`partition/`). One tokio task per assigned partition owns its correlator —
+//!    no locks on the hot path (`partition/task.rs`). Each message is admitted (`admit.rs`:
+//!    offset dedupe, known poison), decoded and checked (`validate.rs`), applied, counted, and
+//!    its records published — or held back while the last batch commits (`outbox.rs`,
+//!    `held.rs`).
+//! 3. **Output** (`output.rs`). Records and dead letters encoded and handed to librdkafka.
+//! 4. **Changelog** (`changelog/`). At each checkpoint every task writes the state its
+//!    correlator changed (`changelog/write.rs`); on assignment and after an abort the state is
+//!    rebuilt from it (`changelog/restore.rs`).
+//! 5. **Coordinator** (`coordinator/`). Owns the batch cycle: every `commit_interval_ms` it asks
+//!    every task for a checkpoint (`checkpoint.rs`) and commits the batch — outputs, changelog
+//!    and input offsets in one transaction (`transaction.rs`); the tasks go on meanwhile. It
+//!    restores partitions on assignment, starts and stops their tasks (`partitions.rs`), and
+//!    aborts and rewinds on failure.
+//!
+//! Around them: `startup.rs` wires the stages together ([`start`], [`run`]); `client.rs` holds
+//! the librdkafka configurations and the producer's context; `telemetry/` the log line and metric
+//! moves of every observable event, one file per stage, over the metrics of `metrics.rs`;
+//! `http.rs` serves metrics, health, readiness and the query API; `topics.rs` creates and checks
+//! the topics; `failpoint.rs` is the crash-test hook.
 //!
 //! # Guarantees
 //!
@@ -29,23 +46,24 @@
 //! Blocking librdkafka calls run on the consumer thread or on `spawn_blocking`, never on the async
 //! workers.
 
-mod align;
+mod changelog;
 mod client;
 pub mod config;
-mod consumer;
+mod coordinator;
 pub mod core_settings;
 pub mod error;
 mod failpoint;
 mod http;
+mod input;
 pub mod logging;
 pub mod metrics;
 pub mod output;
 mod partition;
-mod restore;
-mod runtime;
+mod startup;
+mod telemetry;
 pub mod topics;
 
 pub use config::{Guarantee, LogFormat, RunArgs, Settings};
 pub use error::{Disposition, Error};
-pub use runtime::{run, start, Running};
+pub use startup::{run, start, Running};
 pub use topics::{create_topics, TopicOutcome, TopicPlan};

@@ -2,10 +2,11 @@
 //! registry), named `toolcalls_<subsystem>_<name>_<unit>`. Labels are bounded: topic, partition,
 //! kind, strategy, phase, reason, result — never a session or a call id.
 
+use prometheus::core::Collector;
 use prometheus::{
     Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
-use toolcalls_model::{EventKind, Phase, Strategy};
+use toolcalls_model::{Phase, Strategy};
 
 /// Every metric of the runtime.
 #[derive(Clone)]
@@ -28,8 +29,8 @@ pub struct Metrics {
     pub oldest_pending_age: prometheus::GaugeVec,
     /// Pending entries closed by the state cap.
     pub evictions: IntCounter,
-    /// Time to process one chunk (at most 128) of input messages in a partition task.
-    pub batch_duration: Histogram,
+    /// Time to apply one chunk of input messages (at most 128) in a partition task.
+    pub chunk_duration: Histogram,
     /// Event time from announce to completion of published records.
     pub call_duration: Histogram,
     /// Wall clock at publication minus the event time of the record's last event.
@@ -54,47 +55,45 @@ pub struct Metrics {
     pub build_info: IntGaugeVec,
 }
 
-fn counter_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
-    let m = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
-    r.register(Box::new(m.clone()))
+/// Registers `metric` in `r`.
+fn register<M: Collector + Clone + 'static>(r: &Registry, metric: M) -> M {
+    r.register(Box::new(metric.clone()))
         .expect("metric registered once");
-    m
+    metric
+}
+
+fn counter_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    register(
+        r,
+        IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric"),
+    )
 }
 
 fn counter(r: &Registry, name: &str, help: &str) -> IntCounter {
-    let m = IntCounter::new(name, help).expect("valid metric");
-    r.register(Box::new(m.clone()))
-        .expect("metric registered once");
-    m
+    register(r, IntCounter::new(name, help).expect("valid metric"))
 }
 
 fn gauge_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
-    let m = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
-    r.register(Box::new(m.clone()))
-        .expect("metric registered once");
-    m
+    register(
+        r,
+        IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric"),
+    )
 }
 
 fn fgauge_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> prometheus::GaugeVec {
-    let m = prometheus::GaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
-    r.register(Box::new(m.clone()))
-        .expect("metric registered once");
-    m
+    register(
+        r,
+        prometheus::GaugeVec::new(Opts::new(name, help), labels).expect("valid metric"),
+    )
 }
 
 fn gauge(r: &Registry, name: &str, help: &str) -> IntGauge {
-    let m = IntGauge::new(name, help).expect("valid metric");
-    r.register(Box::new(m.clone()))
-        .expect("metric registered once");
-    m
+    register(r, IntGauge::new(name, help).expect("valid metric"))
 }
 
 fn histogram(r: &Registry, name: &str, help: &str, buckets: Vec<f64>) -> Histogram {
-    let m = Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets))
-        .expect("valid metric");
-    r.register(Box::new(m.clone()))
-        .expect("metric registered once");
-    m
+    let opts = HistogramOpts::new(name, help).buckets(buckets);
+    register(r, Histogram::with_opts(opts).expect("valid metric"))
 }
 
 impl Metrics {
@@ -113,7 +112,7 @@ impl Metrics {
             pending_bytes: gauge_vec(r, "toolcalls_state_pending_bytes", "Estimated memory of the pending state, per partition.", &["partition"]),
             oldest_pending_age: fgauge_vec(r, "toolcalls_state_oldest_pending_age_seconds", "Stream time minus the creation time of the oldest pending entry, per partition.", &["partition"]),
             evictions: counter(r, "toolcalls_state_evictions_total", "Pending entries closed as Evicted by the state cap."),
-            batch_duration: histogram(r, "toolcalls_processing_batch_duration_seconds", "Time to decode, correlate and publish one chunk (at most 128) of input messages.", latency.clone()),
+            chunk_duration: histogram(r, "toolcalls_processing_batch_duration_seconds", "Time to decode, correlate and publish one chunk (at most 128) of input messages.", latency.clone()),
             call_duration: histogram(r, "toolcalls_call_duration_seconds", "Announce to completion, in event time, of published records.", prometheus::exponential_buckets(0.01, 4.0, 12).expect("valid buckets")),
             end_to_end_latency: histogram(r, "toolcalls_output_end_to_end_latency_seconds", "Wall clock at publication minus the event time of the record's last event.", prometheus::exponential_buckets(0.01, 4.0, 12).expect("valid buckets")),
             consumer_lag_records: gauge_vec(r, "toolcalls_consumer_lag_records", "Input messages not yet delivered to the processor (last stable offset minus position, from librdkafka statistics), per input topic and partition.", &["topic", "partition"]),
@@ -147,11 +146,6 @@ impl Metrics {
             m.rebalances.with_label_values(&[k]);
         }
         m
-    }
-
-    /// Label value of an event kind.
-    pub fn kind_label(kind: Option<EventKind>) -> &'static str {
-        kind.map_or("invalid", EventKind::as_str)
     }
 }
 

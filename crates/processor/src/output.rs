@@ -1,14 +1,20 @@
-//! Producing records, changelog entries and dead letters.
+//! The output stage: records, dead letters and changelog entries, encoded and handed to
+//! librdkafka.
+//!
+//! A partition task owns one [`Sink`]: it sends each message, counts what it sent, and keeps the
+//! first error — a batch with a refused message is aborted at the checkpoint. Delivery results
+//! come back on librdkafka's threads ([`crate::client::ProducerCtx`]): a transaction fails on its
+//! own, and at-least-once counts the failures.
 
 use crate::client::SharedProducer;
+use crate::input::batch::InMsg;
+use crate::metrics::Metrics;
+use crate::telemetry::output::ProduceRefused;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::BaseRecord;
 use std::time::Duration;
-use toolcalls_core::Position;
-
-/// Header of changelog entries: the input position that last changed the entry, `topic:offset`.
-pub const POS_HEADER: &str = "toolcalls.pos";
+use toolcalls_model::ToolCallRecord;
 
 /// Dead-letter headers.
 pub mod dlq_headers {
@@ -23,27 +29,16 @@ pub mod dlq_headers {
     pub const SOURCE_TIMESTAMP: &str = "toolcalls.source.timestamp";
 }
 
-pub fn encode_pos(pos: Position) -> String {
-    format!("{}:{}", pos.topic, pos.offset)
-}
+/// Dead-lettered payloads are cut to this size (an oversize message must not fail the batch).
+const DLQ_PAYLOAD_LIMIT: usize = 64 * 1024;
 
-/// [`encode_pos`] into a stack buffer (no allocation per changelog entry).
-pub(crate) fn write_pos(pos: Position, buf: &mut [u8; 32]) -> &[u8] {
-    use std::io::Write;
-    let mut cursor = std::io::Cursor::new(&mut buf[..]);
-    // `u16:i64` takes at most 26 bytes.
-    let _ = write!(cursor, "{}:{}", pos.topic, pos.offset);
-    let len = cursor.position() as usize;
-    &buf[..len]
-}
-
-pub fn decode_pos(s: &[u8]) -> Option<Position> {
-    let s = std::str::from_utf8(s).ok()?;
-    let (t, o) = s.split_once(':')?;
-    Some(Position {
-        topic: t.parse().ok()?,
-        offset: o.parse().ok()?,
-    })
+/// The topics a partition task reads and writes.
+pub(crate) struct Topics {
+    /// Announce, completion.
+    pub inputs: [String; 2],
+    pub records: String,
+    pub dlq: String,
+    pub changelog: String,
 }
 
 /// One message to produce.
@@ -55,9 +50,55 @@ pub(crate) struct Out<'a> {
     pub headers: Option<OwnedHeaders>,
 }
 
-/// Hands a message to librdkafka, waiting while its queue is full. The delivery result is
-/// checked at the checkpoint (a transaction fails on its own; at-least-once counts failures).
-pub(crate) async fn send(producer: &SharedProducer, out: Out<'_>) -> Result<(), KafkaError> {
+/// A partition task's way to the producer.
+pub(crate) struct Sink {
+    producer: SharedProducer,
+    partition: i32,
+    metrics: Metrics,
+    /// Messages handed to the producer since the last [`Sink::take`].
+    produced: usize,
+    /// The first produce call refused since the last [`Sink::take`].
+    error: Option<KafkaError>,
+}
+
+impl Sink {
+    pub fn new(producer: SharedProducer, partition: i32, metrics: Metrics) -> Self {
+        Sink {
+            producer,
+            partition,
+            metrics,
+            produced: 0,
+            error: None,
+        }
+    }
+
+    /// Hands `out` to the producer, unless a message of this batch was refused already: the
+    /// batch is doomed, and nothing more is piled onto it.
+    pub async fn send(&mut self, out: Out<'_>) {
+        if self.error.is_some() {
+            return;
+        }
+        match send(&self.producer, out).await {
+            Ok(()) => self.produced += 1,
+            Err(error) => {
+                ProduceRefused {
+                    partition: self.partition,
+                    error: &error,
+                }
+                .emit(&self.metrics);
+                self.error = Some(error);
+            }
+        }
+    }
+
+    /// What was sent since the last call, and the first refusal.
+    pub fn take(&mut self) -> (usize, Option<KafkaError>) {
+        (std::mem::take(&mut self.produced), self.error.take())
+    }
+}
+
+/// Hands a message to librdkafka, waiting while its queue is full.
+async fn send(producer: &SharedProducer, out: Out<'_>) -> Result<(), KafkaError> {
     let mut headers = out.headers;
     loop {
         let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(out.topic);
@@ -96,27 +137,39 @@ pub(crate) fn header_pairs(pairs: &[(&str, &[u8])]) -> OwnedHeaders {
     h
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// A record's key: its id, hyphenated, written into `buf` (from `uuid::Uuid::encode_buffer`; no
+/// allocation per record).
+pub(crate) fn record_key<'b>(record: &ToolCallRecord, buf: &'b mut [u8]) -> &'b [u8] {
+    record.id().0.hyphenated().encode_lower(buf).as_bytes()
+}
 
-    #[test]
-    fn positions_round_trip() {
-        let p = Position {
-            topic: 1,
-            offset: 1234567890123,
-        };
-        assert_eq!(decode_pos(encode_pos(p).as_bytes()), Some(p));
-        for p in [
-            p,
-            Position::new(u16::MAX, i64::MIN),
-            Position::new(0, 0),
-            Position::new(1, i64::MAX),
-        ] {
-            let mut buf = [0u8; 32];
-            assert_eq!(write_pos(p, &mut buf), encode_pos(p).as_bytes());
+/// An input message as it goes to the dead-letter topic: its key, its payload (cut to
+/// [`DLQ_PAYLOAD_LIMIT`]), and headers that say why and where it came from.
+pub(crate) struct DeadLetter<'a> {
+    pub key: Option<&'a [u8]>,
+    pub payload: Option<&'a [u8]>,
+    pub headers: OwnedHeaders,
+}
+
+impl<'a> DeadLetter<'a> {
+    /// `m`, read from `source_topic`, refused for `reason` (a bounded label) as `detail` says.
+    pub fn new(m: &InMsg<'a>, source_topic: &str, reason: &'static str, detail: &str) -> Self {
+        let partition = m.partition.to_string();
+        let offset = m.offset.to_string();
+        let timestamp = m.timestamp_ms.map(|t| t.to_string()).unwrap_or_default();
+        let detail: String = detail.chars().take(1024).collect();
+        let headers = header_pairs(&[
+            (dlq_headers::REASON, reason.as_bytes()),
+            (dlq_headers::ERROR, detail.as_bytes()),
+            (dlq_headers::SOURCE_TOPIC, source_topic.as_bytes()),
+            (dlq_headers::SOURCE_PARTITION, partition.as_bytes()),
+            (dlq_headers::SOURCE_OFFSET, offset.as_bytes()),
+            (dlq_headers::SOURCE_TIMESTAMP, timestamp.as_bytes()),
+        ]);
+        DeadLetter {
+            key: m.key,
+            payload: m.payload.map(|p| &p[..p.len().min(DLQ_PAYLOAD_LIMIT)]),
+            headers,
         }
-        assert_eq!(decode_pos(b"x:1"), None);
-        assert_eq!(decode_pos(b"1"), None);
     }
 }

@@ -20,12 +20,12 @@
 //!   input): a stalled fetch or a topic whose statistics are not known yet delays input by at most
 //!   that;
 //! - (back-pressure never stops a topic the task has nothing buffered of: the consumer thread
-//!   goes on reading it, see `consumer.rs`, so such a wait always ends);
+//!   goes on reading it, see [`super::consumer`], so such a wait always ends);
 //! - never when `wait` is zero (arrival order).
 //!
 //! Each topic stays in offset order, so the offsets a checkpoint commits are unaffected.
 
-use crate::partition::{InBatch, InMsg};
+use super::batch::{InBatch, InMsg};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 

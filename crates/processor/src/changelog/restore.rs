@@ -17,11 +17,12 @@
 //!
 //! Runs on a blocking thread: librdkafka calls block.
 
-use crate::client::restore_config;
+use super::position::{decode_pos, POS_HEADER};
+use crate::client::{log_to_tracing, restore_config};
 use crate::config::Settings;
-use crate::consumer::GroupConsumer;
 use crate::error::Error;
-use crate::output::{decode_pos, POS_HEADER};
+use crate::input::group::GroupConsumer;
+use crate::telemetry::coordinator::KeysRestated;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Headers, Message};
@@ -35,7 +36,7 @@ struct RestoreCtx;
 
 impl rdkafka::client::ClientContext for RestoreCtx {
     fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
-        crate::client::log_to_tracing(level, fac, message);
+        log_to_tracing(level, fac, message);
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
@@ -65,7 +66,7 @@ pub(crate) struct Restored {
 
 /// What a restore keeps of the changelog messages it reads, in log order: the latest committed
 /// value of each key, the keys whose latest message was skipped, the highest entry number seen.
-pub(crate) struct Fold {
+struct Fold {
     /// Per input topic, the committed offset: a message changed at or past it is skipped.
     limit: [i64; 2],
     latest: HashMap<String, Vec<u8>>,
@@ -122,8 +123,8 @@ impl Fold {
     }
 }
 
-/// The committed offsets of both input topics' partition `p`.
-pub(crate) fn committed_offsets(
+/// The committed offsets of both input topics' partition `partition`.
+fn committed_offsets(
     consumer: &GroupConsumer,
     topics: &[String; 2],
     partition: i32,
@@ -144,11 +145,11 @@ pub(crate) fn committed_offsets(
             }
         }
     }
-    // `committed` must be dropped before the consumer may be (see ARCHITECTURE.md §8).
-    drop(committed);
     Ok(out)
 }
 
+/// Rebuilds partition `partition`'s correlator from its changelog partition, and says where its
+/// input resumes (blocking).
 pub(crate) fn restore_partition(
     settings: &Settings,
     consumer: &GroupConsumer,
@@ -177,8 +178,8 @@ pub(crate) fn restore_partition(
         .create_with_context(RestoreCtx)
         .map_err(|e| Error::kafka("creating the restore consumer", e))?;
     // Without the topic's metadata in hand, librdkafka's first offset lookup after `assign` fails
-    // and is retried 500 ms later: fetching it first takes a restore of an empty partition from
-    // ~510 ms to ~15 ms (measured, benches/processor/README.md finding A).
+    // and is retried 500 ms later: with the metadata fetched first, a restore of an empty
+    // partition takes ~15 ms instead of ~510 ms (benches/processor/README.md, finding A).
     reader
         .fetch_metadata(Some(&changelog), timeout)
         .map_err(|e| Error::kafka("changelog metadata", e))?;
@@ -234,11 +235,11 @@ pub(crate) fn restore_partition(
             why: e.to_string(),
         })?;
     if restated > 0 {
-        tracing::info!(
+        KeysRestated {
             partition,
-            keys = restated,
-            "changelog keys whose latest value was never committed are written again at the first checkpoint"
-        );
+            keys: restated,
+        }
+        .emit();
     }
     Ok(Restored {
         correlator,

@@ -1,0 +1,101 @@
+//! Telemetry of the input stage: rebalances, back-pressure and lag, as the consumer thread sees
+//! them.
+
+use crate::metrics::Metrics;
+use rdkafka::topic_partition_list::Offset;
+use std::time::Duration;
+
+/// The group assigned announce partitions (and their completion twins) to this instance; they
+/// stay paused until restored.
+pub(crate) struct PartitionsAssigned<'a> {
+    pub partitions: &'a [i32],
+}
+
+impl PartitionsAssigned<'_> {
+    pub fn emit(self, metrics: &Metrics) {
+        metrics.rebalances.with_label_values(&["assign"]).inc();
+        tracing::info!(
+            partitions = ?self.partitions,
+            "partitions assigned, paused until restored"
+        );
+    }
+}
+
+/// The group takes partitions away: revoked (their batch is committed first) or lost (the group
+/// moved on without this instance; nothing is committed).
+pub(crate) struct PartitionsRevoked<'a> {
+    pub partitions: &'a [i32],
+    pub lost: bool,
+}
+
+impl PartitionsRevoked<'_> {
+    pub fn emit(self, metrics: &Metrics) {
+        let kind = if self.lost { "lost" } else { "revoke" };
+        metrics.rebalances.with_label_values(&[kind]).inc();
+        tracing::info!(
+            partitions = ?self.partitions,
+            lost = self.lost,
+            "partitions revoked, waiting for the coordinator"
+        );
+    }
+}
+
+/// The coordinator did not acknowledge a revocation in time; the partitions are given up anyway.
+pub(crate) struct RevocationUnacknowledged<'a> {
+    pub partitions: &'a [i32],
+    pub timeout: Duration,
+}
+
+impl RevocationUnacknowledged<'_> {
+    pub fn emit(self) {
+        tracing::warn!(
+            partitions = ?self.partitions,
+            timeout_ms = self.timeout.as_millis() as u64,
+            "coordinator did not acknowledge the revocation in time, giving the partitions up"
+        );
+    }
+}
+
+/// A restored partition is read again, from these offsets.
+pub(crate) struct PartitionResumed {
+    pub partition: i32,
+    pub offsets: [Offset; 2],
+}
+
+impl PartitionResumed {
+    pub fn emit(self) {
+        tracing::info!(
+            partition = self.partition,
+            announce = ?self.offsets[0],
+            completion = ?self.offsets[1],
+            "partition restored and resumed"
+        );
+    }
+}
+
+/// How many partitions the consumer thread holds back, after one pass over its queues.
+pub(crate) struct InputThrottled {
+    pub partitions: i64,
+}
+
+impl InputThrottled {
+    pub fn emit(self, metrics: &Metrics) {
+        metrics.partitions_paused.set(self.partitions);
+    }
+}
+
+/// Messages of one input partition not yet delivered, from librdkafka's statistics.
+pub(crate) struct LagObserved<'a> {
+    pub topic: &'a str,
+    pub partition: i32,
+    pub messages: i64,
+}
+
+impl LagObserved<'_> {
+    pub fn emit(self, metrics: &Metrics) {
+        metrics
+            .consumer_lag_records
+            .with_label_values(&[self.topic, &self.partition.to_string()])
+            .set(self.messages);
+    }
+}
