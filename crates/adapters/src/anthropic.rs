@@ -16,23 +16,59 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 use toolcalls_model::Completion;
 
-use crate::common::{excerpt, lines, loose_time, sse, str_field, text_of, Ctx, Env, Sse};
+use crate::bodies::{each_value, Conversations, Origin};
+use crate::common::{excerpt, loose_time, str_field, text_of, Ctx};
 
 /// A tool call or result found in a content array.
 pub(crate) enum Block<'v> {
-    Call {
-        id: Option<String>,
-        name: Option<&'v str>,
-        input: Option<&'v Value>,
-        /// The block type (`tool_use`, `server_tool_use`, `mcp_tool_use`).
-        kind: &'v str,
-        index: usize,
-    },
-    Result {
-        id: Option<String>,
-        content: Option<&'v Value>,
-        is_error: bool,
-    },
+    Call(CallBlock<'v>),
+    Result(ResultBlock<'v>),
+}
+
+/// A `tool_use` (or `server_tool_use`, `mcp_tool_use`) block.
+pub(crate) struct CallBlock<'v> {
+    pub id: Option<String>,
+    pub name: Option<&'v str>,
+    pub input: Option<&'v Value>,
+    /// The block type (`tool_use`, `server_tool_use`, `mcp_tool_use`).
+    pub kind: &'v str,
+    /// The block's position in its content array.
+    pub index: usize,
+}
+
+impl<'v> CallBlock<'v> {
+    /// The tool's name. A block without one is reported, at `{at}.content[index]`, and skipped.
+    pub fn name_or_report(&self, ctx: &mut Ctx<'_>, line: usize, at: &str) -> Option<&'v str> {
+        if self.name.is_none() {
+            ctx.error_at(
+                line,
+                format!("{at}.content[{}]", self.index),
+                format!("`{}` block has no `name`; skipped", self.kind),
+            );
+        }
+        self.name
+    }
+}
+
+/// A `tool_result` (or server-side `*_tool_result`) block.
+pub(crate) struct ResultBlock<'v> {
+    /// The `tool_use_id` of its call.
+    pub id: Option<String>,
+    pub content: Option<&'v Value>,
+    pub is_error: bool,
+}
+
+impl ResultBlock<'_> {
+    /// The completion the block makes (without its call id); a result whose text says the user
+    /// interrupted the tool is a cancelled call.
+    pub fn completion(&self) -> Completion {
+        Completion {
+            result: (self.content.cloned()).map(toolcalls_model::Json::from),
+            is_error: self.is_error,
+            cancelled: is_interrupt(self.content),
+            ..Completion::default()
+        }
+    }
 }
 
 /// The tool calls and results in a message's `content` (a string content has none).
@@ -46,13 +82,13 @@ pub(crate) fn blocks(content: &Value) -> Vec<Block<'_>> {
             continue;
         };
         if kind == "tool_use" || kind == "server_tool_use" || kind == "mcp_tool_use" {
-            out.push(Block::Call {
+            out.push(Block::Call(CallBlock {
                 id: str_field(b, "id").map(str::to_owned),
                 name: str_field(b, "name"),
                 input: b.get("input"),
                 kind,
                 index,
-            });
+            }));
         } else if kind.ends_with("tool_result") {
             let content = b.get("content");
             // Server tools report failure as a content object whose type ends in `_error`.
@@ -60,40 +96,22 @@ pub(crate) fn blocks(content: &Value) -> Vec<Block<'_>> {
                 .and_then(|c| c.get("type"))
                 .and_then(Value::as_str)
                 .is_some_and(|t| t.ends_with("_error"));
-            out.push(Block::Result {
+            out.push(Block::Result(ResultBlock {
                 id: str_field(b, "tool_use_id").map(str::to_owned),
                 content,
                 is_error: b.get("is_error").and_then(Value::as_bool).unwrap_or(false)
                     || server_error,
-            });
+            }));
         }
     }
     out
 }
 
 /// Claude Code writes this text as the result of a tool the user interrupted.
-pub(crate) fn is_interrupt(content: Option<&Value>) -> bool {
+fn is_interrupt(content: Option<&Value>) -> bool {
     content
         .and_then(text_of)
         .is_some_and(|t| t.trim_start().starts_with("[Request interrupted by user"))
-}
-
-/// A completion for a `tool_result` block.
-pub(crate) fn result_completion(content: Option<&Value>, is_error: bool) -> Completion {
-    Completion {
-        result: (content.cloned()).map(toolcalls_model::Json::from),
-        is_error,
-        cancelled: is_interrupt(content),
-        ..Completion::default()
-    }
-}
-
-/// How far into one conversation's history we have emitted.
-#[derive(Default)]
-struct History {
-    first: Option<Value>,
-    calls: usize,
-    results: usize,
 }
 
 /// A `tool_use` block being streamed.
@@ -105,48 +123,15 @@ struct Streaming {
 }
 
 pub(crate) fn parse(ctx: &mut Ctx<'_>, input: &[u8]) {
-    let mut st = State::default();
-    // A single pretty-printed document (or array of documents) is read whole.
-    let trimmed = input
-        .iter()
-        .position(|b| !b.is_ascii_whitespace())
-        .map(|i| &input[i..]);
-    let whole = trimmed
-        .is_some_and(|t| t.starts_with(b"[") || (t.starts_with(b"{") && !first_line_is_json(t)));
-    if whole {
-        if let Some(doc) = ctx.json_document(input) {
-            match doc {
-                Value::Array(items) => {
-                    for (i, item) in items.iter().enumerate() {
-                        st.value(ctx, 1, i, item);
-                    }
-                }
-                other => st.value(ctx, 1, 0, &other),
-            }
-        }
-        return;
-    }
-    for (line, bytes) in lines(input) {
-        let data = match sse(bytes) {
-            Sse::Data(d) => d,
-            Sse::Skip => continue,
-        };
-        if let Some(v) = ctx.json_line(line, data) {
-            st.value(ctx, line, line - 1, &v);
-        }
-    }
-}
-
-/// Whether the first line of a `{`-started input is a complete JSON value (JSON lines) rather than
-/// the start of a pretty-printed document.
-pub(crate) fn first_line_is_json(input: &[u8]) -> bool {
-    let first = input.split(|&b| b == b'\n').next().unwrap_or(input);
-    serde_json::from_slice::<Value>(first).is_ok()
+    let mut state = State::default();
+    each_value(ctx, input, |ctx, line, index, v| {
+        state.value(ctx, line, index, v)
+    });
 }
 
 #[derive(Default)]
 struct State {
-    history: HashMap<String, History>,
+    history: Conversations,
     streaming: HashMap<u64, Streaming>,
     session_of_stream: Option<String>,
 }
@@ -160,27 +145,28 @@ impl State {
             );
             return;
         };
-        let time = ctx
-            .clock
-            .at(index, obj.get("timestamp").and_then(loose_time));
-        let session = str_field(v, "session").map(str::to_owned);
+        let origin = Origin {
+            line,
+            time: ctx
+                .clock
+                .at(index, obj.get("timestamp").and_then(loose_time)),
+            session: str_field(v, "session").map(str::to_owned),
+        };
         if obj.contains_key("request") || obj.contains_key("response") {
             if let Some(req) = obj.get("request") {
-                let req = req.get("body").unwrap_or(req);
-                self.request(ctx, line, time, session.clone(), req);
+                self.request(ctx, &origin, req.get("body").unwrap_or(req));
             }
             if let Some(resp) = obj.get("response") {
-                let resp = resp.get("body").unwrap_or(resp);
-                self.response(ctx, line, time, session, resp);
+                self.response(ctx, &origin, resp.get("body").unwrap_or(resp));
             }
             return;
         }
         if obj.contains_key("messages") {
-            self.request(ctx, line, time, session, v);
+            self.request(ctx, &origin, v);
         } else if obj.get("type").and_then(Value::as_str) == Some("message") {
-            self.response(ctx, line, time, session, v);
+            self.response(ctx, &origin, v);
         } else if let Some(t) = obj.get("type").and_then(Value::as_str) {
-            self.stream_event(ctx, line, time, session, t, v);
+            self.stream_event(ctx, origin, t, v);
         } else {
             ctx.error(
                 line,
@@ -189,111 +175,53 @@ impl State {
         }
     }
 
-    fn history(&mut self, session: &Option<String>, ctx: &Ctx<'_>) -> &mut History {
-        let key = session
-            .clone()
-            .unwrap_or_else(|| ctx.default_session().to_owned());
-        self.history.entry(key).or_default()
-    }
-
-    fn request(
-        &mut self,
-        ctx: &mut Ctx<'_>,
-        line: usize,
-        time: toolcalls_model::Timestamp,
-        session: Option<String>,
-        req: &Value,
-    ) {
+    fn request(&mut self, ctx: &mut Ctx<'_>, origin: &Origin, req: &Value) {
         let Some(messages) = req.get("messages").and_then(Value::as_array) else {
             ctx.error(
-                line,
+                origin.line,
                 "request has no `messages` array; expected a Messages API request body",
             );
             return;
         };
-        let h = self.history(&session, ctx);
-        // A history that starts differently is another conversation; a response seen before any
-        // request does not know how its conversation starts yet.
-        match &h.first {
-            Some(first) if Some(first) != messages.first() => {
-                *h = History {
-                    first: messages.first().cloned(),
-                    ..History::default()
-                };
-            }
-            Some(_) => {}
-            None => h.first = messages.first().cloned(),
-        }
-        let (mut calls, mut results) = (0usize, 0usize);
-        let mut todo = Vec::new();
+        let mut found = Vec::new();
         for (mi, m) in messages.iter().enumerate() {
-            let Some(content) = m.get("content") else {
-                continue;
-            };
-            for b in blocks(content) {
-                match b {
-                    Block::Call { .. } => {
-                        calls += 1;
-                        if calls > h.calls {
-                            todo.push((mi, b));
-                        }
-                    }
-                    Block::Result { .. } => {
-                        results += 1;
-                        if results > h.results {
-                            todo.push((mi, b));
-                        }
-                    }
-                }
+            if let Some(content) = m.get("content") {
+                found.extend(blocks(content).into_iter().map(|b| (mi, b)));
             }
         }
-        h.calls = h.calls.max(calls);
-        h.results = h.results.max(results);
-        for (mi, b) in todo {
-            emit_block(ctx, line, &format!("messages[{mi}]"), time, &session, b);
+        let new =
+            self.history
+                .of(ctx, &origin.session)
+                .unseen(messages.first(), found, |(_, b)| {
+                    matches!(b, Block::Call(_))
+                });
+        for (mi, b) in new {
+            emit_block(ctx, origin, &format!("messages[{mi}]"), b);
         }
     }
 
-    fn response(
-        &mut self,
-        ctx: &mut Ctx<'_>,
-        line: usize,
-        time: toolcalls_model::Timestamp,
-        session: Option<String>,
-        resp: &Value,
-    ) {
+    fn response(&mut self, ctx: &mut Ctx<'_>, origin: &Origin, resp: &Value) {
         let Some(content) = resp.get("content") else {
             ctx.error(
-                line,
+                origin.line,
                 "response has no `content`; expected a Messages API response body",
             );
             return;
         };
         let found = blocks(content);
-        let h = self.history(&session, ctx);
-        h.calls += found
-            .iter()
-            .filter(|b| matches!(b, Block::Call { .. }))
-            .count();
+        self.history.of(ctx, &origin.session).calls +=
+            found.iter().filter(|b| matches!(b, Block::Call(_))).count();
         for b in found {
-            emit_block(ctx, line, "content", time, &session, b);
+            emit_block(ctx, origin, "content", b);
         }
     }
 
-    fn stream_event(
-        &mut self,
-        ctx: &mut Ctx<'_>,
-        line: usize,
-        time: toolcalls_model::Timestamp,
-        session: Option<String>,
-        kind: &str,
-        v: &Value,
-    ) {
+    fn stream_event(&mut self, ctx: &mut Ctx<'_>, origin: Origin, kind: &str, v: &Value) {
         let index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
         match kind {
             "message_start" => {
                 self.streaming.clear();
-                self.session_of_stream = session;
+                self.session_of_stream = origin.session;
                 ctx.skip();
             }
             "content_block_start" => {
@@ -307,14 +235,17 @@ impl State {
                             id: str_field(b, "id").map(str::to_owned),
                             name: str_field(b, "name").map(str::to_owned),
                             json: String::new(),
-                            line,
+                            line: origin.line,
                         },
                     );
                 } else if t.ends_with("tool_result") {
-                    let session = self.session_of_stream.clone().or(session);
+                    let origin = Origin {
+                        session: self.session_of_stream.clone().or(origin.session),
+                        ..origin
+                    };
                     let one = Value::Array(vec![b.clone()]);
                     for blk in blocks(&one) {
-                        emit_block(ctx, line, "content_block", time, &session, blk);
+                        emit_block(ctx, &origin, "content_block", blk);
                     }
                 } else {
                     ctx.skip();
@@ -336,7 +267,10 @@ impl State {
                     ctx.skip();
                     return;
                 };
-                let session = self.session_of_stream.clone().or(session);
+                let origin = Origin {
+                    session: self.session_of_stream.clone().or(origin.session),
+                    ..origin
+                };
                 let args = if s.json.trim().is_empty() {
                     Value::Object(Map::new())
                 } else {
@@ -361,82 +295,37 @@ impl State {
                     );
                     return;
                 };
-                let h = self.history(&session, ctx);
-                h.calls += 1;
-                let env = Env {
-                    session,
-                    call_id: s.id,
-                    time,
-                    ..Env::default()
-                };
-                ctx.announce(env, &name, Some(args));
+                self.history.of(ctx, &origin.session).calls += 1;
+                ctx.announce(origin.envelope(s.id), &name, Some(args));
             }
             _ => ctx.skip(),
         }
     }
 }
 
-fn emit_block(
-    ctx: &mut Ctx<'_>,
-    line: usize,
-    at: &str,
-    time: toolcalls_model::Timestamp,
-    session: &Option<String>,
-    b: Block<'_>,
-) {
+/// Emits the call or result of a block found at `at` (a JSON path) of the value read at `origin`.
+fn emit_block(ctx: &mut Ctx<'_>, origin: &Origin, at: &str, b: Block<'_>) {
     match b {
-        Block::Call {
-            id,
-            name,
-            input,
-            kind,
-            index,
-        } => {
-            let Some(name) = name else {
-                ctx.error_at(
-                    line,
-                    format!("{at}.content[{index}]"),
-                    format!("`{kind}` block has no `name`; skipped"),
-                );
+        Block::Call(call) => {
+            let Some(name) = call.name_or_report(ctx, origin.line, at) else {
                 return;
             };
-            let env = Env {
-                session: session.clone(),
-                call_id: id,
-                time,
-                ..Env::default()
-            };
-            ctx.announce(env, name, input.cloned());
+            ctx.announce(origin.envelope(call.id), name, call.input.cloned());
         }
-        Block::Result {
-            id,
-            content,
-            is_error,
-            ..
-        } => {
-            let env = Env {
-                session: session.clone(),
-                call_id: id,
-                time,
-                ..Env::default()
-            };
-            ctx.complete(env, result_completion(content, is_error));
+        Block::Result(result) => {
+            ctx.complete(origin.envelope(result.id.clone()), result.completion());
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use crate::{parse as parse_file, Format, Options};
+    use crate::test_support::parse_str;
+    use crate::Format;
     use toolcalls_model::EventBody;
 
     fn run(input: &str) -> crate::Parsed {
-        parse_file(
-            Format::Anthropic,
-            "conv.jsonl",
-            input.as_bytes(),
-            &Options::default(),
-        )
+        parse_str(Format::Anthropic, "conv.jsonl", input)
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use serde_json::{json, Map, Value};
 use toolcalls_model::Completion;
 
-use crate::common::{hints, lines, rfc3339_field, str_field, Ctx, Env, IdScope};
+use crate::common::{hints, lines, rfc3339_field, str_field, Ctx, Envelope, IdScope};
 
 /// Codex rollout files (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`).
 ///
@@ -31,16 +31,9 @@ pub(crate) fn rollout(ctx: &mut Ctx<'_>, input: &[u8]) {
     let mut tools: HashMap<String, String> = HashMap::new();
 
     for (line, bytes) in lines(input) {
-        let Some(row) = ctx.json_line(line, bytes) else {
+        let Some(row) = ctx.json_object_line(line, bytes, "a Codex rollout line") else {
             continue;
         };
-        if !row.is_object() {
-            ctx.error(
-                line,
-                "expected a JSON object per line (a Codex rollout line)",
-            );
-            continue;
-        }
         let time = ctx.clock.at(line - 1, rfc3339_field(&row, "timestamp"));
         let (kind, payload) = match (str_field(&row, "type"), row.get("payload")) {
             (Some(k), Some(p)) => (k, p),
@@ -55,11 +48,11 @@ pub(crate) fn rollout(ctx: &mut Ctx<'_>, input: &[u8]) {
                 continue;
             }
         };
-        let env = Env {
+        let env = Envelope {
             session: session.clone(),
             turn: turn.clone(),
             time,
-            ..Env::default()
+            ..Envelope::default()
         };
         let ptype = str_field(payload, "type").unwrap_or("");
         match (kind, ptype) {
@@ -84,7 +77,7 @@ pub(crate) fn rollout(ctx: &mut Ctx<'_>, input: &[u8]) {
                 ctx.skip();
             }
             ("event_msg", "turn_aborted") => {
-                let env = Env {
+                let env = Envelope {
                     turn: str_field(payload, "turn_id")
                         .map(str::to_owned)
                         .or(env.turn),
@@ -93,7 +86,7 @@ pub(crate) fn rollout(ctx: &mut Ctx<'_>, input: &[u8]) {
                 ctx.turn_aborted(env, str_field(payload, "reason").map(str::to_owned));
             }
             ("event_msg", "task_complete") => {
-                let env = Env {
+                let env = Envelope {
                     turn: str_field(payload, "turn_id")
                         .map(str::to_owned)
                         .or(env.turn),
@@ -118,7 +111,7 @@ pub(crate) fn rollout(ctx: &mut Ctx<'_>, input: &[u8]) {
                 if let Some(id) = call_id {
                     tools.insert(id.to_owned(), tool.to_owned());
                 }
-                let env = Env {
+                let env = Envelope {
                     call_id: call_id.map(str::to_owned),
                     ..env
                 };
@@ -135,7 +128,7 @@ pub(crate) fn rollout(ctx: &mut Ctx<'_>, input: &[u8]) {
                 let output = payload.get("output").cloned().unwrap_or(Value::Null);
                 let failed = payload.get("success").and_then(Value::as_bool) == Some(false)
                     || output_failed(tools.get(call_id).map(String::as_str), &output);
-                let env = Env {
+                let env = Envelope {
                     call_id: Some(call_id.to_owned()),
                     ..env
                 };
@@ -226,11 +219,11 @@ pub(crate) fn exec_json(ctx: &mut Ctx<'_>, input: &[u8]) {
             continue;
         };
         let time = ctx.clock.at(line - 1, None);
-        let env = Env {
+        let env = Envelope {
             thread: thread.clone(),
             turn: turn.clone(),
             time,
-            ..Env::default()
+            ..Envelope::default()
         };
         match kind {
             "thread.started" => {
@@ -277,7 +270,7 @@ pub(crate) fn exec_json(ctx: &mut Ctx<'_>, input: &[u8]) {
                 let scope = thread.clone().unwrap_or_default();
                 if kind == "item.started" {
                     let id = ids.open(&scope, native);
-                    let env = Env {
+                    let env = Envelope {
                         call_id: Some(id),
                         attributes: call.attributes.clone(),
                         ..env
@@ -287,7 +280,7 @@ pub(crate) fn exec_json(ctx: &mut Ctx<'_>, input: &[u8]) {
                 }
                 if !ids.pending(&scope, native) {
                     let id = ids.open(&scope, native);
-                    let env = Env {
+                    let env = Envelope {
                         call_id: Some(id),
                         attributes: call.attributes.clone(),
                         ..env.clone()
@@ -295,7 +288,7 @@ pub(crate) fn exec_json(ctx: &mut Ctx<'_>, input: &[u8]) {
                     ctx.announce(env, &call.tool, call.args.clone());
                 }
                 let id = ids.close(&scope, native);
-                let env = Env {
+                let env = Envelope {
                     call_id: Some(id),
                     ..env
                 };
@@ -372,7 +365,8 @@ fn tool_item(item: &Value) -> Option<ToolItem> {
 
 #[cfg(test)]
 mod tests {
-    use crate::{parse, Format, Options};
+    use crate::test_support::parse_str;
+    use crate::Format;
     use toolcalls_model::{EventBody, EventKind};
 
     #[test]
@@ -392,12 +386,7 @@ mod tests {
             r#"{"timestamp":"2025-09-25T01:22:27.000Z","type":"response_item","payload":{"type":"function_call_output","call_id":"call_d","output":"Plan updated"}}"#,
             r#"{"timestamp":"2025-09-25T01:22:28.000Z","type":"response_item","payload":{"type":"function_call_output","output":"?"}}"#,
         ];
-        let p = parse(
-            Format::Codex,
-            "rollout.jsonl",
-            s.join("\n").as_bytes(),
-            &Options::default(),
-        );
+        let p = parse_str(Format::Codex, "rollout.jsonl", &s.join("\n"));
         assert_eq!(p.errors.len(), 1);
         assert_eq!(p.errors[0].line, 13);
         use EventKind::*;
@@ -491,12 +480,7 @@ mod tests {
             r#"{"type":"item.completed","item":{"id":"item_3","type":"agent_message","text":"done"}}"#,
             r#"{"type":"turn.failed","error":{"message":"stream disconnected"}}"#,
         ];
-        let p = parse(
-            Format::CodexExec,
-            "exec.jsonl",
-            s.join("\n").as_bytes(),
-            &Options::default(),
-        );
+        let p = parse_str(Format::CodexExec, "exec.jsonl", &s.join("\n"));
         assert!(p.errors.is_empty(), "{:?}", p.errors);
         use EventKind::*;
         let got: Vec<_> = p

@@ -1,5 +1,5 @@
 //! What every adapter shares: the parse context (events, errors, options), the deterministic clock,
-//! line and SSE splitting, id scoping and small JSON helpers.
+//! line, SSE and document reading, id scoping and small JSON helpers.
 
 use std::collections::HashMap;
 
@@ -26,7 +26,7 @@ pub(crate) struct Ctx<'a> {
 
 /// The envelope of an event being built. Empty strings count as absent (the wire refuses them).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Env {
+pub(crate) struct Envelope {
     pub session: Option<String>,
     pub thread: Option<String>,
     pub turn: Option<String>,
@@ -52,6 +52,14 @@ impl<'a> Ctx<'a> {
     /// The session to use when the input names none.
     pub fn default_session(&self) -> &str {
         &self.default_session
+    }
+
+    /// The session an event naming `session` (or none) belongs to: what adapters scope ids and
+    /// histories by.
+    pub fn session_or_default(&self, session: &Option<String>) -> String {
+        session
+            .clone()
+            .unwrap_or_else(|| self.default_session.clone())
     }
 
     /// Reports a malformed line; parsing goes on.
@@ -80,7 +88,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// Appends an event; returns its index.
-    pub fn emit(&mut self, env: Env, body: EventBody) -> usize {
+    pub fn emit(&mut self, env: Envelope, body: EventBody) -> usize {
         let session = env
             .session
             .filter(|s| !s.is_empty())
@@ -98,19 +106,19 @@ impl<'a> Ctx<'a> {
         self.events.len() - 1
     }
 
-    pub fn announce(&mut self, env: Env, tool: &str, args: Option<Value>) -> usize {
+    pub fn announce(&mut self, env: Envelope, tool: &str, args: Option<Value>) -> usize {
         self.emit(env, EventBody::Announce(announce(tool, args)))
     }
 
-    pub fn complete(&mut self, env: Env, c: Completion) -> usize {
+    pub fn complete(&mut self, env: Envelope, c: Completion) -> usize {
         self.emit(env, EventBody::Completion(c))
     }
 
-    pub fn turn_end(&mut self, env: Env, reason: Option<String>) -> usize {
+    pub fn turn_end(&mut self, env: Envelope, reason: Option<String>) -> usize {
         self.emit(env, EventBody::TurnEnd(TurnEnd { reason }))
     }
 
-    pub fn turn_aborted(&mut self, env: Env, reason: Option<String>) -> usize {
+    pub fn turn_aborted(&mut self, env: Envelope, reason: Option<String>) -> usize {
         self.emit(env, EventBody::TurnAborted(TurnEnd { reason }))
     }
 
@@ -148,6 +156,17 @@ impl<'a> Ctx<'a> {
                 None
             }
         }
+    }
+
+    /// [`json_line`](Self::json_line) for formats whose every line is an object: any other JSON
+    /// value is reported as not `what` (a Claude Code transcript row, …).
+    pub fn json_object_line(&mut self, line: usize, bytes: &[u8], what: &str) -> Option<Value> {
+        let value = self.json_line(line, bytes)?;
+        if !value.is_object() {
+            self.error(line, format!("expected a JSON object per line ({what})"));
+            return None;
+        }
+        Some(value)
     }
 
     /// Parses a whole file as one JSON document, reporting where it breaks.
@@ -303,6 +322,28 @@ pub(crate) fn lines(input: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
         let l = l.strip_suffix(b"\r").unwrap_or(l);
         (i + 1, l)
     })
+}
+
+/// Whether the input is one pretty-printed JSON object rather than JSON lines: it opens with a `{`
+/// whose first line is not a complete JSON value.
+pub(crate) fn is_pretty_document(input: &[u8]) -> bool {
+    let start = trim_ascii_start(input);
+    start.starts_with(b"{") && !first_line_is_json(start)
+}
+
+/// The input from its first byte that is not ASCII whitespace.
+pub(crate) fn trim_ascii_start(input: &[u8]) -> &[u8] {
+    let start = input
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(input.len());
+    &input[start..]
+}
+
+/// Whether the first line of the input is a complete JSON value.
+fn first_line_is_json(input: &[u8]) -> bool {
+    let first = input.split(|&b| b == b'\n').next().unwrap_or(input);
+    serde_json::from_slice::<Value>(first).is_ok()
 }
 
 /// What one line of a server-sent-events stream holds.

@@ -10,7 +10,15 @@ use serde_json::Value;
 use crate::common::{lines, sse, str_field, Sse};
 use crate::Format;
 
-pub(crate) fn detect(path: &str, first: &[u8]) -> Option<Format> {
+impl Format {
+    /// The format of a file when its name and first bytes leave no doubt; `None` otherwise (the
+    /// caller then asks for `--format`). `first_bytes` should be the first 64 KiB or so.
+    pub fn detect(path: &str, first_bytes: &[u8]) -> Option<Format> {
+        detect(path, first_bytes)
+    }
+}
+
+fn detect(path: &str, first: &[u8]) -> Option<Format> {
     let name = path.rsplit(['/', '\\']).next().unwrap_or(path);
     for (_, line) in lines(first) {
         // The last piece may be cut off by the buffer; only trust it when it parses.

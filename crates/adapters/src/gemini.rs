@@ -1,14 +1,10 @@
 //! Gemini: Gemini CLI session files, and Gemini API / Google ADK function calls.
 
-use std::collections::HashMap;
-
 use serde_json::Value;
-use toolcalls_model::{Completion, EventBody, Timestamp};
+use toolcalls_model::{Completion, EventBody};
 
-use crate::anthropic::first_line_is_json;
-use crate::common::{
-    excerpt, hints, lines, rfc3339_field, seconds, sse, str_field, Ctx, Env, IdScope, Sse,
-};
+use crate::bodies::{each_value, Conversations, Origin};
+use crate::common::{excerpt, hints, rfc3339_field, seconds, str_field, Ctx, Envelope, IdScope};
 
 /// Gemini CLI session files (`~/.gemini/tmp/<project>/chats/session-*.json`): one JSON document.
 ///
@@ -55,12 +51,12 @@ pub(crate) fn cli_session(ctx: &mut Ctx<'_>, input: &[u8]) {
                         ctx.error_at(1, at, "tool call has no `name`; skipped");
                         continue;
                     };
-                    let env = Env {
+                    let env = Envelope {
                         session: session.clone(),
                         turn: turn.clone(),
                         call_id: str_field(tc, "id").map(str::to_owned),
                         time,
-                        ..Env::default()
+                        ..Envelope::default()
                     };
                     let args = tc.get("args").cloned();
                     ctx.announce(env.clone(), name, args.clone());
@@ -82,7 +78,7 @@ pub(crate) fn cli_session(ctx: &mut Ctx<'_>, input: &[u8]) {
                         cancelled: status == "cancelled",
                         ..hints(Some(name), args)
                     };
-                    ctx.complete(Env { time: done, ..env }, c);
+                    ctx.complete(Envelope { time: done, ..env }, c);
                 }
             }
             _ => ctx.skip(),
@@ -112,14 +108,6 @@ fn function_response(part: &Value) -> Option<&Value> {
         .filter(|v| v.is_object())
 }
 
-/// How far into one conversation's `contents` we have emitted.
-#[derive(Default)]
-struct History {
-    first: Option<Value>,
-    calls: usize,
-    results: usize,
-}
-
 /// Gemini API bodies and Google ADK events.
 ///
 /// Reads, one JSON value per line (or SSE `data:` lines, or one document / array):
@@ -134,40 +122,15 @@ struct History {
 /// `name` as a hint). `id` is optional in both and often absent; a `response` holding an `error`
 /// key is an error (the ADK convention).
 pub(crate) fn api(ctx: &mut Ctx<'_>, input: &[u8]) {
-    let mut st = Api::default();
-    let start = input
-        .iter()
-        .position(|b| !b.is_ascii_whitespace())
-        .map(|i| &input[i..]);
-    let whole = start
-        .is_some_and(|t| t.starts_with(b"[") || (t.starts_with(b"{") && !first_line_is_json(t)));
-    if whole {
-        if let Some(doc) = ctx.json_document(input) {
-            match doc {
-                Value::Array(items) => {
-                    for (i, item) in items.iter().enumerate() {
-                        st.value(ctx, 1, i, item, None);
-                    }
-                }
-                other => st.value(ctx, 1, 0, &other, None),
-            }
-        }
-        return;
-    }
-    for (line, bytes) in lines(input) {
-        let data = match sse(bytes) {
-            Sse::Data(d) => d,
-            Sse::Skip => continue,
-        };
-        if let Some(v) = ctx.json_line(line, data) {
-            st.value(ctx, line, line - 1, &v, None);
-        }
-    }
+    let mut state = Api::default();
+    each_value(ctx, input, |ctx, line, index, v| {
+        state.value(ctx, line, index, v, None)
+    });
 }
 
 #[derive(Default)]
 struct Api {
-    history: HashMap<String, History>,
+    history: Conversations,
     ids: IdScope,
 }
 
@@ -202,19 +165,22 @@ impl Api {
             self.adk_event(ctx, line, index, v, session);
             return;
         }
-        let time = ctx.clock.at(index, None);
-        let session = str_field(v, "session").or(session).map(str::to_owned);
+        let origin = Origin {
+            line,
+            time: ctx.clock.at(index, None),
+            session: str_field(v, "session").or(session).map(str::to_owned),
+        };
         if v.get("request").is_some() || v.get("response").is_some() {
             if let Some(req) = v.get("request") {
-                self.request(ctx, line, time, session.clone(), req);
+                self.request(ctx, &origin, req);
             }
             if let Some(resp) = v.get("response") {
-                self.response(ctx, line, time, session, resp);
+                self.response(ctx, &origin, resp);
             }
         } else if v.get("contents").is_some() {
-            self.request(ctx, line, time, session, v);
+            self.request(ctx, &origin, v);
         } else if v.get("candidates").is_some() {
-            self.response(ctx, line, time, session, v);
+            self.response(ctx, &origin, v);
         } else {
             ctx.error(
                 line,
@@ -223,44 +189,15 @@ impl Api {
         }
     }
 
-    fn history(&mut self, ctx: &Ctx<'_>, session: &Option<String>) -> &mut History {
-        let key = session
-            .clone()
-            .unwrap_or_else(|| ctx.default_session().to_owned());
-        self.history.entry(key).or_default()
-    }
-
-    fn request(
-        &mut self,
-        ctx: &mut Ctx<'_>,
-        line: usize,
-        time: Timestamp,
-        session: Option<String>,
-        req: &Value,
-    ) {
+    fn request(&mut self, ctx: &mut Ctx<'_>, origin: &Origin, req: &Value) {
         let Some(contents) = req.get("contents").and_then(Value::as_array) else {
             ctx.error(
-                line,
+                origin.line,
                 "request has no `contents` array; expected a generateContent request body",
             );
             return;
         };
-        let h = self.history(ctx, &session);
-        // A history that starts differently is another conversation; a response seen before any
-        // request does not know how its conversation starts yet.
-        match &h.first {
-            Some(first) if Some(first) != contents.first() => {
-                *h = History {
-                    first: contents.first().cloned(),
-                    ..History::default()
-                };
-            }
-            Some(_) => {}
-            None => h.first = contents.first().cloned(),
-        }
-        let (seen_calls, seen_results) = (h.calls, h.results);
-        let (mut calls, mut results) = (0usize, 0usize);
-        let mut todo = Vec::new();
+        let mut found = Vec::new();
         for (ci, c) in contents.iter().enumerate() {
             let parts = c
                 .get("parts")
@@ -268,38 +205,26 @@ impl Api {
                 .map(Vec::as_slice)
                 .unwrap_or(&[]);
             for (pi, part) in parts.iter().enumerate() {
-                if function_call(part).is_some() {
-                    calls += 1;
-                    if calls > seen_calls {
-                        todo.push((format!("contents[{ci}].parts[{pi}]"), part));
-                    }
-                } else if function_response(part).is_some() {
-                    results += 1;
-                    if results > seen_results {
-                        todo.push((format!("contents[{ci}].parts[{pi}]"), part));
-                    }
+                if function_call(part).is_some() || function_response(part).is_some() {
+                    found.push((ci, pi, part));
                 }
             }
         }
-        let h = self.history(ctx, &session);
-        h.calls = h.calls.max(calls);
-        h.results = h.results.max(results);
-        for (at, part) in todo {
-            self.part(ctx, line, &at, time, &session, None, None, part);
+        let new = self.history.of(ctx, &origin.session).unseen(
+            contents.first(),
+            found,
+            |(_, _, part)| function_call(part).is_some(),
+        );
+        for (ci, pi, part) in new {
+            let at = format!("contents[{ci}].parts[{pi}]");
+            self.part(ctx, origin, &at, None, None, part);
         }
     }
 
-    fn response(
-        &mut self,
-        ctx: &mut Ctx<'_>,
-        line: usize,
-        time: Timestamp,
-        session: Option<String>,
-        resp: &Value,
-    ) {
+    fn response(&mut self, ctx: &mut Ctx<'_>, origin: &Origin, resp: &Value) {
         let Some(candidates) = resp.get("candidates").and_then(Value::as_array) else {
             ctx.error(
-                line,
+                origin.line,
                 "response has no `candidates` array; expected a generateContent response body",
             );
             return;
@@ -313,14 +238,14 @@ impl Api {
             .map(Vec::as_slice)
             .unwrap_or(&[]);
         let n = parts.iter().filter(|p| function_call(p).is_some()).count();
-        self.history(ctx, &session).calls += n;
+        self.history.of(ctx, &origin.session).calls += n;
         if n == 0 {
             ctx.skip();
         }
         for (pi, part) in parts.iter().enumerate() {
             if function_call(part).is_some() {
                 let at = format!("candidates[0].content.parts[{pi}]");
-                self.part(ctx, line, &at, time, &session, None, None, part);
+                self.part(ctx, origin, &at, None, None, part);
             }
         }
     }
@@ -333,7 +258,11 @@ impl Api {
         e: &Value,
         session: Option<&str>,
     ) {
-        let time = ctx.clock.at(index, e.get("timestamp").and_then(seconds));
+        let origin = Origin {
+            line,
+            time: ctx.clock.at(index, e.get("timestamp").and_then(seconds)),
+            session: session.map(str::to_owned),
+        };
         let turn = str_field(e, "invocationId").or_else(|| str_field(e, "invocation_id"));
         let parts = e
             .get("content")
@@ -341,22 +270,12 @@ impl Api {
             .and_then(Value::as_array)
             .map(Vec::as_slice)
             .unwrap_or(&[]);
-        let session = session.map(str::to_owned);
         let mut any = false;
         for (pi, part) in parts.iter().enumerate() {
             if function_call(part).is_some() || function_response(part).is_some() {
                 any = true;
                 let at = format!("events[{index}].content.parts[{pi}]");
-                self.part(
-                    ctx,
-                    line,
-                    &at,
-                    time,
-                    &session,
-                    turn,
-                    str_field(e, "author"),
-                    part,
-                );
+                self.part(ctx, &origin, &at, turn, str_field(e, "author"), part);
             }
         }
         if !any {
@@ -364,31 +283,25 @@ impl Api {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Emits a `functionCall` or `functionResponse` part found at `at` (a JSON path).
     fn part(
         &mut self,
         ctx: &mut Ctx<'_>,
-        line: usize,
+        origin: &Origin,
         at: &str,
-        time: Timestamp,
-        session: &Option<String>,
         turn: Option<&str>,
         author: Option<&str>,
         part: &Value,
     ) {
-        let scope = session
-            .clone()
-            .unwrap_or_else(|| ctx.default_session().to_owned());
-        let env = Env {
-            session: session.clone(),
+        let scope = ctx.session_or_default(&origin.session);
+        let env = Envelope {
             turn: turn.map(str::to_owned),
-            time,
-            ..Env::default()
+            ..origin.envelope(None)
         };
         if let Some(fc) = function_call(part) {
             let Some(name) = str_field(fc, "name") else {
                 ctx.error_at(
-                    line,
+                    origin.line,
                     at,
                     format!(
                         "functionCall has no `name`: `{}`; skipped",
@@ -398,7 +311,11 @@ impl Api {
                 return;
             };
             let id = str_field(fc, "id").map(|id| self.ids.open(&scope, id));
-            let i = ctx.announce(Env { call_id: id, ..env }, name, fc.get("args").cloned());
+            let i = ctx.announce(
+                Envelope { call_id: id, ..env },
+                name,
+                fc.get("args").cloned(),
+            );
             if let (Some(author), EventBody::Announce(a)) = (author, &mut ctx.events_mut()[i].body)
             {
                 a.agent = Some(author.to_owned());
@@ -415,14 +332,15 @@ impl Api {
                 is_error,
                 ..hints(str_field(fr, "name"), None)
             };
-            ctx.complete(Env { call_id: id, ..env }, c);
+            ctx.complete(Envelope { call_id: id, ..env }, c);
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use crate::{parse, Format, Options};
+    use crate::test_support::parse_str;
+    use crate::Format;
     use toolcalls_model::{EventBody, EventKind};
 
     #[test]
@@ -445,12 +363,7 @@ mod tests {
     ]}
   ]
 }"#;
-        let p = parse(
-            Format::GeminiCli,
-            "session.json",
-            doc.as_bytes(),
-            &Options::default(),
-        );
+        let p = parse_str(Format::GeminiCli, "session.json", doc);
         assert_eq!(p.errors.len(), 1);
         assert_eq!(p.errors[0].at.as_deref(), Some("messages[1].toolCalls[3]"));
         use EventKind::*;
@@ -500,12 +413,7 @@ mod tests {
         let req1 = r#"{"contents":[{"role":"user","parts":[{"text":"weather?"}]}],"tools":[{"functionDeclarations":[{"name":"get_weather"}]}]}"#;
         let resp1 = r#"{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"get_weather","args":{"city":"Oslo"}}},{"functionCall":{"name":"get_weather","args":{"city":"Bergen"}}}]},"finishReason":"STOP"}]}"#;
         let req2 = r#"{"contents":[{"role":"user","parts":[{"text":"weather?"}]},{"role":"model","parts":[{"functionCall":{"name":"get_weather","args":{"city":"Oslo"}}},{"functionCall":{"name":"get_weather","args":{"city":"Bergen"}}}]},{"role":"user","parts":[{"functionResponse":{"name":"get_weather","response":{"temp":3}}},{"functionResponse":{"name":"get_weather","response":{"error":"station offline"}}}]}]}"#;
-        let p = parse(
-            Format::Gemini,
-            "g.jsonl",
-            [req1, resp1, req2].join("\n").as_bytes(),
-            &Options::default(),
-        );
+        let p = parse_str(Format::Gemini, "g.jsonl", &[req1, resp1, req2].join("\n"));
         assert!(p.errors.is_empty(), "{:?}", p.errors);
         assert_eq!(p.events.len(), 4);
         assert!(p.events.iter().all(|e| e.call_id.is_none()));
@@ -523,12 +431,7 @@ mod tests {
           {"id":"e2","invocationId":"e-inv1","author":"weather_agent","timestamp":1761734226.0,"content":{"role":"model","parts":[{"functionCall":{"id":"adk-1","name":"get_weather","args":{"city":"Oslo"}}}]}},
           {"id":"e3","invocationId":"e-inv1","author":"weather_agent","timestamp":1761734226.25,"content":{"role":"user","parts":[{"functionResponse":{"id":"adk-1","name":"get_weather","response":{"temp":3}}}]}}
         ]}"#;
-        let p = parse(
-            Format::Gemini,
-            "adk.json",
-            doc.as_bytes(),
-            &Options::default(),
-        );
+        let p = parse_str(Format::Gemini, "adk.json", doc);
         assert!(p.errors.is_empty(), "{:?}", p.errors);
         assert_eq!(p.events.len(), 2);
         for e in &p.events {

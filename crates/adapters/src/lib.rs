@@ -35,184 +35,24 @@
 //! - What each format cannot provide is listed per format in `docs/ADAPTERS.md`.
 
 mod anthropic;
+mod bodies;
 mod claude;
 mod codex;
 mod common;
 mod detect;
+mod format;
 mod gemini;
 mod mcp;
 mod openai;
 mod otel;
+mod parsed;
+#[cfg(test)]
+mod test_support;
 
-use std::fmt;
-use std::str::FromStr;
+use toolcalls_model::Event;
 
-use toolcalls_model::{Event, Timestamp};
-
-/// The native formats this crate reads. The names ([`Format::name`]) are the values of `--format`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Format {
-    /// Claude Code session transcripts (`~/.claude/projects/*/<session>.jsonl`, subagent files).
-    ClaudeCode,
-    /// `claude -p --output-format stream-json` output.
-    ClaudeCodeStream,
-    /// Claude Code hook payloads (PreToolUse, PostToolUse, PostToolUseFailure, …) logged one per line.
-    ClaudeCodeHooks,
-    /// Anthropic Messages API request / response bodies (and its SSE stream).
-    Anthropic,
-    /// OpenAI Chat Completions: requests, whole responses and streamed chunks.
-    OpenaiChat,
-    /// OpenAI Responses API: requests, response objects and the SSE event stream.
-    OpenaiResponses,
-    /// Codex rollout files (`~/.codex/sessions/**/rollout-*.jsonl`).
-    Codex,
-    /// `codex exec --json` event stream.
-    CodexExec,
-    /// Gemini CLI session files (`~/.gemini/tmp/*/chats/session-*.json`).
-    GeminiCli,
-    /// Gemini API `generateContent` bodies and Google ADK events / sessions.
-    Gemini,
-    /// MCP JSON-RPC message logs (`tools/call` requests and their responses).
-    Mcp,
-    /// OpenTelemetry GenAI `execute_tool` spans in OTLP JSON.
-    Otel,
-}
-
-impl Format {
-    /// Every format, in the order `--help` lists them.
-    pub const ALL: [Format; 12] = [
-        Format::ClaudeCode,
-        Format::ClaudeCodeStream,
-        Format::ClaudeCodeHooks,
-        Format::Anthropic,
-        Format::OpenaiChat,
-        Format::OpenaiResponses,
-        Format::Codex,
-        Format::CodexExec,
-        Format::GeminiCli,
-        Format::Gemini,
-        Format::Mcp,
-        Format::Otel,
-    ];
-
-    /// The `--format` name (kebab-case).
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::ClaudeCode => "claude-code",
-            Format::ClaudeCodeStream => "claude-code-stream",
-            Format::ClaudeCodeHooks => "claude-code-hooks",
-            Format::Anthropic => "anthropic",
-            Format::OpenaiChat => "openai-chat",
-            Format::OpenaiResponses => "openai-responses",
-            Format::Codex => "codex",
-            Format::CodexExec => "codex-exec",
-            Format::GeminiCli => "gemini-cli",
-            Format::Gemini => "gemini",
-            Format::Mcp => "mcp",
-            Format::Otel => "otel",
-        }
-    }
-
-    /// The `source` the events get: the framework, shared by every format of one framework so that
-    /// (for example) Claude Code hook payloads and transcript rows of one session correlate.
-    pub fn source(self) -> &'static str {
-        match self {
-            Format::ClaudeCode | Format::ClaudeCodeStream | Format::ClaudeCodeHooks => {
-                "claude-code"
-            }
-            Format::Anthropic => "anthropic",
-            Format::OpenaiChat | Format::OpenaiResponses => "openai",
-            Format::Codex | Format::CodexExec => "codex",
-            Format::GeminiCli => "gemini-cli",
-            Format::Gemini => "gemini",
-            Format::Mcp => "mcp",
-            Format::Otel => "otel",
-        }
-    }
-
-    /// The format of a file when its name and first bytes leave no doubt; `None` otherwise (the
-    /// caller then asks for `--format`). `first_bytes` should be the first 64 KiB or so.
-    pub fn detect(path: &str, first_bytes: &[u8]) -> Option<Format> {
-        detect::detect(path, first_bytes)
-    }
-}
-
-impl fmt::Display for Format {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// `--format` got a name that is not one of [`Format::ALL`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown format `{0}`; expected one of claude-code, claude-code-stream, claude-code-hooks, anthropic, openai-chat, openai-responses, codex, codex-exec, gemini-cli, gemini, mcp, otel")]
-pub struct UnknownFormat(pub String);
-
-impl FromStr for Format {
-    type Err = UnknownFormat;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Format::ALL
-            .into_iter()
-            .find(|f| f.name() == s)
-            .ok_or_else(|| UnknownFormat(s.to_owned()))
-    }
-}
-
-/// How to parse.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Options {
-    /// Remove native call ids from every event (`callId` = none), to measure how well the
-    /// processor's fallbacks (checksum, tool FIFO, oldest) do for frameworks without ids. Tool names,
-    /// arguments and checksums stay.
-    pub drop_ids: bool,
-    /// Use this `source` instead of the framework name ([`Format::source`]).
-    pub source: Option<String>,
-    /// Use this session for every event, instead of the one the file names (or, when it names
-    /// none, the file name without its extensions).
-    pub session: Option<String>,
-    /// The time of the first line for formats that carry no time at all (`codex exec --json`,
-    /// `claude -p` stream-json, API bodies): line *i* (0-based) gets `base_time + i` ms. Lines
-    /// after a line that did carry a time get that time plus the number of lines since it, in ms.
-    /// Default: the Unix epoch. Never the wall clock, so parsing is deterministic.
-    pub base_time: Option<Timestamp>,
-}
-
-/// What a file turned into.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Parsed {
-    /// The events, in input order.
-    pub events: Vec<Event>,
-    /// Lines (or parts of a document) that could not be read; parsing went on after each.
-    pub errors: Vec<LineError>,
-    /// Rows read that describe no tool call and no turn boundary (assistant text, token counts,
-    /// snapshots, progress rows whose data was attached to their call, …).
-    pub skipped: usize,
-}
-
-/// A line or part of a document that could not be turned into events.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub struct LineError {
-    /// The file name as given to [`parse`].
-    pub file: String,
-    /// 1-based line number; for single-document formats the line the document starts on.
-    pub line: usize,
-    /// Where inside a document (a JSON path such as `messages[3].toolCalls[0]`), when the format is
-    /// one document rather than one object per line.
-    pub at: Option<String>,
-    /// What was wrong, and what to do about it.
-    pub message: String,
-}
-
-impl fmt::Display for LineError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.file, self.line)?;
-        if let Some(at) = &self.at {
-            write!(f, " ({at})")?;
-        }
-        write!(f, ": {}", self.message)
-    }
-}
+pub use format::{Format, UnknownFormat};
+pub use parsed::{LineError, Options, Parsed};
 
 /// Parses one file. `name` is used in error messages and, for formats that name no session, as the
 /// session (its file name without directories and extensions).

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 use toolcalls_model::{Completion, Timestamp};
 
-use crate::common::{id_field, lines, loose_time, str_field, Ctx, Env, IdScope};
+use crate::common::{id_field, lines, loose_time, str_field, Ctx, Envelope, IdScope};
 
 /// Which side sent a message, as far as the log says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -62,7 +62,7 @@ fn sender(direction: Option<&str>) -> Side {
 ///   Time: the wrapper's timestamp (RFC 3339 or epoch s / ms / µs / ns), else the clock rule.
 /// - Bare messages carry neither session, time nor direction.
 pub(crate) fn parse(ctx: &mut Ctx<'_>, input: &[u8]) {
-    let mut st = Mcp::default();
+    let mut state = Mcp::default();
     for (line, bytes) in lines(input) {
         let Some(v) = ctx.json_line(line, bytes) else {
             continue;
@@ -107,10 +107,10 @@ pub(crate) fn parse(ctx: &mut Ctx<'_>, input: &[u8]) {
         match message {
             Value::Array(batch) => {
                 for m in batch {
-                    st.message(ctx, line, time, &session, side, m);
+                    state.message(ctx, line, time, &session, side, m);
                 }
             }
-            m => st.message(ctx, line, time, &session, side, m),
+            m => state.message(ctx, line, time, &session, side, m),
         }
     }
 }
@@ -136,26 +136,24 @@ impl Mcp {
             ctx.error(line, "JSON-RPC message is not an object");
             return;
         }
-        let session_key = session
-            .clone()
-            .unwrap_or_else(|| ctx.default_session().to_owned());
+        let session_key = ctx.session_or_default(session);
         let id = id_field(m, "id");
-        let env = Env {
+        let env = Envelope {
             session: session.clone(),
             time,
-            ..Env::default()
+            ..Envelope::default()
         };
         if let Some(method) = str_field(m, "method") {
             let Some(id) = id else {
                 // A notification; only a cancellation matters here.
                 if method == "notifications/cancelled" {
                     let params = m.get("params").unwrap_or(&Value::Null);
-                    if let Some(rid) = id_field(params, "requestId") {
-                        let key = (session_key.clone(), side, rid.clone());
+                    if let Some(request_id) = id_field(params, "requestId") {
+                        let key = (session_key.clone(), side, request_id.clone());
                         if self.pending.get(&key).is_some_and(|m| m == "tools/call") {
                             self.pending.remove(&key);
                             let scope = format!("{session_key}\u{0}{}", side.tag());
-                            let call = self.ids.close(&scope, &rid);
+                            let call = self.ids.close(&scope, &request_id);
                             let c = Completion {
                                 result: (params.get("reason").cloned())
                                     .map(toolcalls_model::Json::from),
@@ -163,7 +161,7 @@ impl Mcp {
                                 ..Completion::default()
                             };
                             ctx.complete(
-                                Env {
+                                Envelope {
                                     call_id: Some(call),
                                     ..env
                                 },
@@ -195,7 +193,7 @@ impl Mcp {
             let scope = format!("{session_key}\u{0}{}", side.tag());
             let call = self.ids.open(&scope, &id);
             ctx.announce(
-                Env {
+                Envelope {
                     call_id: Some(call),
                     ..env
                 },
@@ -244,7 +242,7 @@ impl Mcp {
             ..Completion::default()
         };
         ctx.complete(
-            Env {
+            Envelope {
                 call_id: Some(call),
                 ..env
             },
@@ -255,18 +253,14 @@ impl Mcp {
 
 #[cfg(test)]
 mod tests {
-    use crate::{parse, Format, Options};
+    use crate::test_support::parse_str;
+    use crate::Format;
     use toolcalls_model::{EventBody, EventKind};
 
     #[test]
     fn tools_call_requests_and_responses_scoped_by_session() {
         let s = include_str!("../tests/data/mcp-proxy.jsonl");
-        let p = parse(
-            Format::Mcp,
-            "mcp-proxy.jsonl",
-            s.as_bytes(),
-            &Options::default(),
-        );
+        let p = parse_str(Format::Mcp, "mcp-proxy.jsonl", s);
         assert_eq!(p.errors.len(), 1, "{:?}", p.errors);
         assert!(p.errors[0].message.contains("no `params.name`"));
         use EventKind::*;
@@ -325,12 +319,7 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":"zz","result":{"content":[],"isError":false}}"#,
             r#"{"jsonrpc":"2.0","id":"q"}"#,
         ];
-        let p = parse(
-            Format::Mcp,
-            "raw.jsonl",
-            s.join("\n").as_bytes(),
-            &Options::default(),
-        );
+        let p = parse_str(Format::Mcp, "raw.jsonl", &s.join("\n"));
         assert_eq!(p.errors.len(), 1);
         assert_eq!(p.errors[0].line, 4);
         assert_eq!(

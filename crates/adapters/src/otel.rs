@@ -3,8 +3,7 @@
 use serde_json::{Map, Value};
 use toolcalls_model::{Completion, EventBody, Timestamp};
 
-use crate::anthropic::first_line_is_json;
-use crate::common::{announce, hints, lines, str_field, Ctx, Env};
+use crate::common::{announce, hints, is_pretty_document, lines, str_field, Ctx, Envelope};
 
 /// OTLP JSON traces (`{"resourceSpans": [...]}`): one export request per line, as the OpenTelemetry
 /// Collector's file exporter writes them, or one document.
@@ -23,13 +22,8 @@ use crate::common::{announce, hints, lines, str_field, Ctx, Env};
 /// Exporters do not write spans in time order, so this adapter sorts its events by event time
 /// (announce before completion at equal times).
 pub(crate) fn parse(ctx: &mut Ctx<'_>, input: &[u8]) {
-    let mut out: Vec<(Timestamp, usize, Env, EventBody)> = Vec::new();
-    let start = input
-        .iter()
-        .position(|b| !b.is_ascii_whitespace())
-        .map(|i| &input[i..]);
-    let whole = start.is_some_and(|t| t.starts_with(b"{") && !first_line_is_json(t));
-    if whole {
+    let mut out: Vec<(Timestamp, usize, Envelope, EventBody)> = Vec::new();
+    if is_pretty_document(input) {
         if let Some(doc) = ctx.json_document(input) {
             export(ctx, 1, &doc, &mut out);
         }
@@ -50,7 +44,7 @@ fn export(
     ctx: &mut Ctx<'_>,
     line: usize,
     doc: &Value,
-    out: &mut Vec<(Timestamp, usize, Env, EventBody)>,
+    out: &mut Vec<(Timestamp, usize, Envelope, EventBody)>,
 ) {
     let Some(resource_spans) = doc.get("resourceSpans").and_then(Value::as_array) else {
         ctx.error(
@@ -85,7 +79,7 @@ fn span_events(
     line: usize,
     at: &str,
     span: &Value,
-    out: &mut Vec<(Timestamp, usize, Env, EventBody)>,
+    out: &mut Vec<(Timestamp, usize, Envelope, EventBody)>,
 ) {
     let attrs = attributes(span.get("attributes"));
     let name = str_field(span, "name").unwrap_or("");
@@ -134,12 +128,12 @@ fn span_events(
     if let Some(id) = span.get("spanId") {
         span_attrs.insert("spanId".into(), id.clone());
     }
-    let env = Env {
+    let env = Envelope {
         session,
         turn: trace,
         call_id,
         attributes: Some(span_attrs),
-        ..Env::default()
+        ..Envelope::default()
     };
     let mut a = announce(tool, args.clone());
     a.agent = ["gen_ai.agent.name", "gen_ai.agent.id"]
@@ -165,7 +159,7 @@ fn span_events(
     out.push((
         start,
         seq,
-        Env {
+        Envelope {
             time: start,
             ..env.clone()
         },
@@ -174,7 +168,7 @@ fn span_events(
     out.push((
         end,
         seq + 1,
-        Env { time: end, ..env },
+        Envelope { time: end, ..env },
         EventBody::Completion(c),
     ));
 }
@@ -245,18 +239,14 @@ fn nanos(v: Option<&Value>) -> Option<Timestamp> {
 
 #[cfg(test)]
 mod tests {
-    use crate::{parse, Format, Options};
+    use crate::test_support::parse_str;
+    use crate::Format;
     use toolcalls_model::{EventBody, EventKind};
 
     #[test]
     fn execute_tool_spans_become_time_ordered_pairs() {
         let s = include_str!("../tests/data/otel-genai-spans.jsonl");
-        let p = parse(
-            Format::Otel,
-            "otel-genai-spans.jsonl",
-            s.as_bytes(),
-            &Options::default(),
-        );
+        let p = parse_str(Format::Otel, "otel-genai-spans.jsonl", s);
         assert_eq!(p.errors.len(), 1, "{:?}", p.errors);
         assert!(p.errors[0].message.contains("names no tool"));
         assert_eq!(p.errors[0].line, 2);

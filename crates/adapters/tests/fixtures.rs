@@ -3,13 +3,14 @@
 //! The fixtures are real recordings kept outside the project (see `../shared/fixtures/SOURCES.md`);
 //! when the folder is missing the test says so and passes, unless `CI` is set.
 
-use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+mod support;
 
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use support::fixtures;
 use toolcalls_adapters::{parse, Format, Options};
 use toolcalls_model::EventBody;
-
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/fixtures");
 
 /// What one fixture must turn into.
 struct Expect {
@@ -112,21 +113,15 @@ const EXPECT: [Expect; 9] = [
     },
 ];
 
-/// The fixtures folder, or `None` (with the reason printed) when it is missing outside CI.
-fn fixtures() -> Option<PathBuf> {
-    let dir = PathBuf::from(FIXTURES);
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    let why = format!(
-        "fixtures folder {} is missing (the shared fixtures live beside the workspace)",
-        dir.display()
-    );
-    if std::env::var_os("CI").is_some() {
-        panic!("{why}; CI is set, so this is a failure");
-    }
-    println!("skipped: {why}");
-    None
+/// Each fixture with its bytes; none when the folder is missing (see [`fixtures`]).
+fn read_fixtures() -> Vec<(&'static Expect, Vec<u8>)> {
+    let Some(dir) = fixtures() else {
+        return Vec::new();
+    };
+    EXPECT
+        .iter()
+        .map(|e| (e, std::fs::read(dir.join(e.file)).unwrap()))
+        .collect()
 }
 
 fn files(dir: &Path) -> BTreeSet<String> {
@@ -162,9 +157,7 @@ fn every_fixture_is_counted() {
 
 #[test]
 fn fixtures_parse_into_the_counts_of_sources_md() {
-    let Some(dir) = fixtures() else { return };
-    for e in &EXPECT {
-        let bytes = std::fs::read(dir.join(e.file)).unwrap();
+    for (e, bytes) in read_fixtures() {
         let p = parse(e.format, e.file, &bytes, &Options::default());
         assert!(p.errors.is_empty(), "{}: {:?}", e.file, p.errors);
         let (mut a, mut c, mut err, mut cancel, mut aborted) = (0, 0, 0, 0, 0);
@@ -202,9 +195,7 @@ fn fixtures_parse_into_the_counts_of_sources_md() {
 
 #[test]
 fn fixture_formats_are_detected() {
-    let Some(dir) = fixtures() else { return };
-    for e in &EXPECT {
-        let bytes = std::fs::read(dir.join(e.file)).unwrap();
+    for (e, bytes) in read_fixtures() {
         let head = &bytes[..bytes.len().min(64 * 1024)];
         assert_eq!(Format::detect(e.file, head), Some(e.format), "{}", e.file);
     }
@@ -212,9 +203,7 @@ fn fixture_formats_are_detected() {
 
 #[test]
 fn ids_are_dropped_but_hints_stay() {
-    let Some(dir) = fixtures() else { return };
-    for e in &EXPECT {
-        let bytes = std::fs::read(dir.join(e.file)).unwrap();
+    for (e, bytes) in read_fixtures() {
         let with = parse(e.format, e.file, &bytes, &Options::default());
         let without = parse(
             e.format,

@@ -12,16 +12,18 @@
 //! Pairs are identified by the input positions of their events: each event is tagged with its index
 //! in a test-only attribute, which the core carries into the record.
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+use support::fixtures;
 use toolcalls_adapters::{parse, Format, Options};
 use toolcalls_core::{replay, Config, FinishMode, Outcome};
 use toolcalls_model::{Event, EventBody, Phase, Strategy, ToolCallRecord};
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/fixtures");
 const DOC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/ADAPTERS.md");
 const SAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
 
@@ -43,27 +45,8 @@ struct Golden {
     order: Result<(), &'static str>,
 }
 
-const fn fixture(
-    file: &'static str,
-    format: Format,
-    records: usize,
-    matched: usize,
-    errors: usize,
-    interrupted: usize,
-) -> Golden {
-    Golden {
-        file,
-        format,
-        bad_lines: 0,
-        records,
-        matched,
-        errors,
-        interrupted,
-        order: Ok(()),
-    }
-}
-
-const fn sample(
+/// A file's expected counts; `bad_lines` and `order` are set where they differ.
+const fn golden(
     file: &'static str,
     format: Format,
     records: usize,
@@ -88,7 +71,7 @@ const fn sample(
 /// call the user cancelled). Codex error counts follow the adapter's exit-code rule (SOURCES.md
 /// gives none).
 const FIXTURE_CASES: [Golden; 9] = [
-    fixture(
+    golden(
         "claude-code/spotter-tool-heavy.jsonl",
         Format::ClaudeCode,
         6,
@@ -96,7 +79,7 @@ const FIXTURE_CASES: [Golden; 9] = [
         0,
         0,
     ),
-    fixture(
+    golden(
         "claude-code/agentcmd-full-session-four.jsonl",
         Format::ClaudeCode,
         27,
@@ -104,7 +87,7 @@ const FIXTURE_CASES: [Golden; 9] = [
         1,
         0,
     ),
-    fixture(
+    golden(
         "claude-code/agentcmd-full-session-two.jsonl",
         Format::ClaudeCode,
         10,
@@ -112,7 +95,7 @@ const FIXTURE_CASES: [Golden; 9] = [
         1,
         0,
     ),
-    fixture(
+    golden(
         "codex/agentcmd-rollout-01997e76.jsonl",
         Format::Codex,
         123,
@@ -120,7 +103,7 @@ const FIXTURE_CASES: [Golden; 9] = [
         12,
         0,
     ),
-    fixture(
+    golden(
         "codex/agentcmd-rollout-01997ea4.jsonl",
         Format::Codex,
         16,
@@ -128,7 +111,7 @@ const FIXTURE_CASES: [Golden; 9] = [
         3,
         0,
     ),
-    fixture(
+    golden(
         "codex/agentcmd-exec-json-stream-outputs.jsonl",
         Format::CodexExec,
         4,
@@ -136,7 +119,7 @@ const FIXTURE_CASES: [Golden; 9] = [
         0,
         0,
     ),
-    fixture(
+    golden(
         "gemini-cli/agentcmd-session-981c87cb.json",
         Format::GeminiCli,
         13,
@@ -144,7 +127,7 @@ const FIXTURE_CASES: [Golden; 9] = [
         1,
         1,
     ),
-    fixture(
+    golden(
         "gemini-cli/agentcmd-session-453aa339.json",
         Format::GeminiCli,
         3,
@@ -156,7 +139,7 @@ const FIXTURE_CASES: [Golden; 9] = [
         order: Err(
             "announces only: results travel in the next request, which the recording does not hold",
         ),
-        ..fixture(
+        ..golden(
             "openai-responses/vercel-ai-reasoning-encrypted-content.chunks.txt",
             Format::OpenaiResponses,
             3,
@@ -171,26 +154,26 @@ const FIXTURE_CASES: [Golden; 9] = [
 const SAMPLE_CASES: [Golden; 12] = [
     Golden {
         order: Err("results repeat neither tool nor arguments, and parallel and subagent calls finish out of order"),
-        ..sample("claude-stream-json.jsonl", Format::ClaudeCodeStream, 5, 5, 1, 0)
+        ..golden("claude-stream-json.jsonl", Format::ClaudeCodeStream, 5, 5, 1, 0)
     },
     // One call denied by a PreToolUse hook never runs: a record without a result.
-    sample("claude-hooks.jsonl", Format::ClaudeCodeHooks, 7, 6, 1, 0),
-    sample("claude-subagent-agent-a3f9c1e.jsonl", Format::ClaudeCode, 3, 3, 0, 0),
-    sample("anthropic-messages.jsonl", Format::Anthropic, 3, 3, 1, 0),
-    sample("openai-chat-stream.jsonl", Format::OpenaiChat, 2, 2, 0, 0),
-    sample("openai-chat-compatible.jsonl", Format::OpenaiChat, 4, 4, 0, 0),
+    golden("claude-hooks.jsonl", Format::ClaudeCodeHooks, 7, 6, 1, 0),
+    golden("claude-subagent-agent-a3f9c1e.jsonl", Format::ClaudeCode, 3, 3, 0, 0),
+    golden("anthropic-messages.jsonl", Format::Anthropic, 3, 3, 1, 0),
+    golden("openai-chat-stream.jsonl", Format::OpenaiChat, 2, 2, 0, 0),
+    golden("openai-chat-compatible.jsonl", Format::OpenaiChat, 4, 4, 0, 0),
     Golden {
         order: Err("with previous_response_id the outputs come back in the client's order and repeat neither tool nor arguments"),
-        ..sample("openai-responses-exchanges.jsonl", Format::OpenaiResponses, 3, 3, 0, 0)
+        ..golden("openai-responses-exchanges.jsonl", Format::OpenaiResponses, 3, 3, 0, 0)
     },
     // The last call is still running when the user interrupts the turn.
-    sample("codex-rollout-custom-tools.jsonl", Format::Codex, 4, 3, 1, 1),
-    sample("gemini-api-exchanges.jsonl", Format::Gemini, 3, 3, 1, 0),
-    sample("adk-session.json", Format::Gemini, 2, 2, 1, 0),
+    golden("codex-rollout-custom-tools.jsonl", Format::Codex, 4, 3, 1, 1),
+    golden("gemini-api-exchanges.jsonl", Format::Gemini, 3, 3, 1, 0),
+    golden("adk-session.json", Format::Gemini, 2, 2, 1, 0),
     // One request without a tool name (reported); one call cancelled by notifications/cancelled.
-    Golden { bad_lines: 1, ..sample("mcp-proxy.jsonl", Format::Mcp, 5, 5, 2, 1) },
+    Golden { bad_lines: 1, ..golden("mcp-proxy.jsonl", Format::Mcp, 5, 5, 2, 1) },
     // One span without a tool name (reported).
-    Golden { bad_lines: 1, ..sample("otel-genai-spans.jsonl", Format::Otel, 3, 3, 1, 0) },
+    Golden { bad_lines: 1, ..golden("otel-genai-spans.jsonl", Format::Otel, 3, 3, 1, 0) },
 ];
 
 /// One replay's view: pairs by input index, and counts.
@@ -261,22 +244,6 @@ fn tag(i: usize, mut e: Event) -> Event {
         .get_or_insert_with(Default::default)
         .insert(key.into(), Value::from(i as u64));
     e
-}
-
-fn fixtures() -> Option<PathBuf> {
-    let dir = PathBuf::from(FIXTURES);
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    let why = format!(
-        "fixtures folder {} is missing (the shared fixtures live beside the workspace)",
-        dir.display()
-    );
-    if std::env::var_os("CI").is_some() {
-        panic!("{why}; CI is set, so this is a failure");
-    }
-    println!("skipped: {why}");
-    None
 }
 
 fn strategies(records: &[ToolCallRecord]) -> String {

@@ -1,287 +1,15 @@
-//! The ToolCall record: what the processor publishes, one per call.
-//!
-//! Shaped after the joch.dev `ToolCall` resource (`apiVersion`, `kind`, `metadata`, `spec`, `status`)
-//! with the nhtio stream fields (`streamId`, `checksum`, `createdAt`, `updatedAt`) and a
-//! `correlation` block that says how the call's events were linked and how sure that link is.
-//! The record key on the records topic is `metadata.name`, a deterministic [`RecordId`].
+//! The record as one line of JSON, written straight into a buffer: byte for byte what serde_json
+//! writes for it (a test holds the two equal), but the field names are constants, so only the
+//! values go through JSON escaping.
 
-use crate::checksum::Checksum;
-use crate::event::{ApprovalDecision, HookVerdict, SideEffects};
-use crate::ids::{CallId, RecordId, SessionId, Source, ThreadId, TurnId};
+use super::{Correlation, Metadata, ReplayPolicy, Spec, Status, ToolCallRecord};
+use crate::ids::{CallId, ThreadId, TurnId};
 use crate::json::Json;
 use crate::time::Timestamp;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map, Value};
-use std::borrow::Cow;
-use std::fmt;
-
-/// `apiVersion` of every record.
-pub const API_VERSION: &str = "toolcalls.dev/v1";
-/// `kind` of every record.
-pub const KIND: &str = "ToolCall";
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ToolCallRecord {
-    /// Always [`API_VERSION`] (borrowed: a record made here costs no allocation for it).
-    pub api_version: Cow<'static, str>,
-    /// Always [`KIND`].
-    pub kind: Cow<'static, str>,
-    pub metadata: Metadata,
-    /// The nhtio stream id: the native call id when the source had one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stream_id: Option<CallId>,
-    /// `sha256(canonical {tool, args})`, bit-exact with @nhtio/adk; absent when args were never seen.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checksum: Option<Checksum>,
-    /// Event time of the first event of the call.
-    pub created_at: Timestamp,
-    /// Event time of the last event merged into the record.
-    pub updated_at: Timestamp,
-    pub spec: Spec,
-    pub status: Status,
-    pub correlation: Correlation,
-    /// Whether a replay may re-run the call, derived from its side effects.
-    pub replay: ReplayPolicy,
-    /// Producer attributes of the events merged (later events win per key).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub attributes: Option<Map<String, Value>>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Metadata {
-    /// The record id, also the Kafka key.
-    pub name: RecordId,
-    /// Starts at 1; a later revision of the same record (e.g. a collapsed retry) supersedes it.
-    pub revision: u32,
-    pub source: Source,
-    pub session: SessionId,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub thread: Option<ThreadId>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub turn: Option<TurnId>,
-}
-
-/// A reference by name (joch `executionRef` / `agentRef` / `toolRef`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Ref {
-    pub name: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Spec {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub execution_ref: Option<Ref>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_ref: Option<Ref>,
-    /// The tool; absent only on orphan records whose completion did not name it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_ref: Option<Ref>,
-    /// The arguments exactly as the model gave them (verbatim JSON).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub input: Option<Json>,
-    #[serde(default)]
-    pub side_effects: SideEffects,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approval: Option<ApprovalState>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hook_context: Option<Map<String, Value>>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ApprovalState {
-    pub required: bool,
-    pub status: ApprovalDecision,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requested_at: Option<Timestamp>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approved_by: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approved_at: Option<Timestamp>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Status {
-    pub phase: Phase,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub started_at: Option<Timestamp>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub completed_at: Option<Timestamp>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub duration_ms: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    /// The result exactly as the tool returned it (verbatim JSON).
-    pub output: Option<Json>,
-    #[serde(default)]
-    pub is_error: bool,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub hook_decisions: Vec<HookDecisionEntry>,
-    /// Why the call ended the way it did when no completion said so (timeout, turn end, eviction…).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct HookDecisionEntry {
-    pub hook: String,
-    pub decision: HookVerdict,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub policy_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub policy_version: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    pub at: Timestamp,
-}
-
-/// Where a call is in its life. Records on the records topic carry a terminal phase; `Pending` and
-/// `Running` appear only in the query API's view of calls still in a partition's state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum Phase {
-    Pending,
-    Running,
-    Succeeded,
-    Failed,
-    Denied,
-    Interrupted,
-    TimedOut,
-    Evicted,
-    Orphaned,
-}
-
-impl Phase {
-    pub const ALL: [Phase; 9] = [
-        Phase::Pending,
-        Phase::Running,
-        Phase::Succeeded,
-        Phase::Failed,
-        Phase::Denied,
-        Phase::Interrupted,
-        Phase::TimedOut,
-        Phase::Evicted,
-        Phase::Orphaned,
-    ];
-
-    pub fn is_terminal(self) -> bool {
-        !matches!(self, Phase::Pending | Phase::Running)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::Pending => "Pending",
-            Phase::Running => "Running",
-            Phase::Succeeded => "Succeeded",
-            Phase::Failed => "Failed",
-            Phase::Denied => "Denied",
-            Phase::Interrupted => "Interrupted",
-            Phase::TimedOut => "TimedOut",
-            Phase::Evicted => "Evicted",
-            Phase::Orphaned => "Orphaned",
-        }
-    }
-}
-
-impl fmt::Display for Phase {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// How a result was linked to its call (ARCHITECTURE.md §4, in order of preference).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Strategy {
-    /// Same native or stream id.
-    CallId,
-    /// Same `sha256({tool,args})`; the oldest pending call with it.
-    Checksum,
-    /// Same tool name; first in, first out.
-    ToolFifo,
-    /// No hints at all; the oldest pending call of the turn.
-    Oldest,
-    /// Nothing was linked: a call that never got a result, or a result that never found its call.
-    Unmatched,
-}
-
-impl Strategy {
-    pub const ALL: [Strategy; 5] = [
-        Strategy::CallId,
-        Strategy::Checksum,
-        Strategy::ToolFifo,
-        Strategy::Oldest,
-        Strategy::Unmatched,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Strategy::CallId => "call_id",
-            Strategy::Checksum => "checksum",
-            Strategy::ToolFifo => "tool_fifo",
-            Strategy::Oldest => "oldest",
-            Strategy::Unmatched => "unmatched",
-        }
-    }
-}
-
-impl fmt::Display for Strategy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Correlation {
-    pub strategy: Strategy,
-    /// How sure the link is, from 0 (nothing linked) to 1 (same id).
-    pub confidence: f64,
-    /// How many pending calls could have taken the result when it was linked (1 = no choice).
-    pub candidates: u32,
-    /// Input events merged into this record, duplicates included.
-    pub events_merged: u32,
-    /// Repeated emissions of an event already merged (at-least-once delivery, re-emitted announces).
-    pub duplicates: u32,
-    /// Calls collapsed into this record by a shared idempotency key (1 = no retry).
-    pub attempts: u32,
-    /// The key the record id was derived from: the call id, or `@<topic>:<offset>` of the first event.
-    pub key: String,
-}
-
-/// Whether the call may be replayed (joch: idempotent reads replay freely, non-idempotent writes
-/// need an explicit override).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReplayPolicy {
-    Free,
-    RequiresOverride,
-}
-
-impl ReplayPolicy {
-    /// Reads, side-effect-free calls and calls declared idempotent replay freely; everything else,
-    /// including calls whose side effects are unknown, needs an override.
-    pub fn derive(side_effects: &SideEffects) -> Self {
-        use crate::event::SideEffectLevel::*;
-        match (side_effects.level, side_effects.idempotent) {
-            (_, Some(true)) => ReplayPolicy::Free,
-            (Some(None | Read), _) => ReplayPolicy::Free,
-            _ => ReplayPolicy::RequiresOverride,
-        }
-    }
-}
 
 impl ToolCallRecord {
-    pub fn id(&self) -> RecordId {
-        self.metadata.name
-    }
-
     /// The record as one line of JSON: byte for byte what `serde_json::to_vec` writes for it (a
     /// test holds the two equal), written straight into a buffer sized up front — the field names
     /// are constants, so only the values go through JSON escaping.
@@ -294,9 +22,12 @@ impl ToolCallRecord {
     /// [`encode`](Self::encode), appended to `out` (so a caller can reuse one buffer).
     pub fn encode_into(&self, out: &mut Vec<u8>) {
         out.reserve(self.size_hint());
-        let mut w = Writer(std::mem::take(out), TimeTexts::default());
+        let mut w = Writer {
+            out: std::mem::take(out),
+            times: TimeTexts::default(),
+        };
         self.write_json(&mut w);
-        *out = w.0;
+        *out = w.out;
     }
 
     /// About the length of the encoded record (a little more, so the buffer does not grow).
@@ -331,9 +62,7 @@ impl ToolCallRecord {
         o.key("apiVersion").str(&self.api_version);
         o.key("kind").str(&self.kind);
         self.metadata.write_json(o.key("metadata"));
-        if let Some(id) = &self.stream_id {
-            o.key("streamId").str(id.as_str());
-        }
+        o.str_if_some("streamId", self.stream_id.as_ref().map(CallId::as_str));
         if let Some(c) = &self.checksum {
             // Hex digits only.
             o.key("checksum").quoted(c.as_str());
@@ -347,9 +76,7 @@ impl ToolCallRecord {
             ReplayPolicy::Free => "\"free\"",
             ReplayPolicy::RequiresOverride => "\"requires_override\"",
         });
-        if let Some(a) = &self.attributes {
-            o.key("attributes").value(a);
-        }
+        o.value_if_some("attributes", self.attributes.as_ref());
         o.end();
     }
 }
@@ -364,12 +91,8 @@ impl Metadata {
         o.key("revision").value(&self.revision);
         o.key("source").str(self.source.as_str());
         o.key("session").str(self.session.as_str());
-        if let Some(t) = &self.thread {
-            o.key("thread").str(t.as_str());
-        }
-        if let Some(t) = &self.turn {
-            o.key("turn").str(t.as_str());
-        }
+        o.str_if_some("thread", self.thread.as_ref().map(ThreadId::as_str));
+        o.str_if_some("turn", self.turn.as_ref().map(TurnId::as_str));
         o.end();
     }
 }
@@ -399,31 +122,19 @@ impl Spec {
         if let Some(i) = se.idempotent {
             s.key("idempotent").bool(i);
         }
-        if let Some(k) = &se.idempotency_key {
-            s.key("idempotencyKey").str(k);
-        }
+        s.str_if_some("idempotencyKey", se.idempotency_key.as_deref());
         s.end();
         if let Some(a) = &self.approval {
             let mut p = o.key("approval").object();
             p.key("required").bool(a.required);
             p.key("status").quoted(a.status.as_str());
-            if let Some(t) = a.requested_at {
-                p.key("requestedAt").time(t);
-            }
-            if let Some(by) = &a.approved_by {
-                p.key("approvedBy").str(by);
-            }
-            if let Some(t) = a.approved_at {
-                p.key("approvedAt").time(t);
-            }
-            if let Some(r) = &a.reason {
-                p.key("reason").str(r);
-            }
+            p.time_if_some("requestedAt", a.requested_at);
+            p.str_if_some("approvedBy", a.approved_by.as_deref());
+            p.time_if_some("approvedAt", a.approved_at);
+            p.str_if_some("reason", a.reason.as_deref());
             p.end();
         }
-        if let Some(h) = &self.hook_context {
-            o.key("hookContext").value(h);
-        }
+        o.value_if_some("hookContext", self.hook_context.as_ref());
         o.end();
     }
 }
@@ -432,12 +143,8 @@ impl Status {
     fn write_json(&self, w: &mut Writer) {
         let mut o = w.object();
         o.key("phase").quoted(self.phase.as_str());
-        if let Some(t) = self.started_at {
-            o.key("startedAt").time(t);
-        }
-        if let Some(t) = self.completed_at {
-            o.key("completedAt").time(t);
-        }
+        o.time_if_some("startedAt", self.started_at);
+        o.time_if_some("completedAt", self.completed_at);
         if let Some(d) = self.duration_ms {
             o.key("durationMs").value(&d);
         }
@@ -455,23 +162,15 @@ impl Status {
                 let mut d = w.object();
                 d.key("hook").str(&h.hook);
                 d.key("decision").quoted(h.decision.as_str());
-                if let Some(p) = &h.policy_id {
-                    d.key("policyId").str(p);
-                }
-                if let Some(p) = &h.policy_version {
-                    d.key("policyVersion").str(p);
-                }
-                if let Some(r) = &h.reason {
-                    d.key("reason").str(r);
-                }
+                d.str_if_some("policyId", h.policy_id.as_deref());
+                d.str_if_some("policyVersion", h.policy_version.as_deref());
+                d.str_if_some("reason", h.reason.as_deref());
                 d.key("at").time(h.at);
                 d.end();
             }
             w.raw("]");
         }
-        if let Some(r) = &self.reason {
-            o.key("reason").str(r);
-        }
+        o.str_if_some("reason", self.reason.as_deref());
         o.end();
     }
 }
@@ -491,8 +190,11 @@ impl Correlation {
 }
 
 /// Compact JSON output, as serde_json's `to_vec` writes it.
-/// The output, and the texts of the last two times written.
-struct Writer(Vec<u8>, TimeTexts);
+struct Writer {
+    out: Vec<u8>,
+    /// The texts of the last two times written.
+    times: TimeTexts,
+}
 
 /// The last two times a record wrote, with their texts: a record's times repeat (`startedAt` is
 /// usually `createdAt`, `completedAt` usually `updatedAt`, written in the order created, updated,
@@ -506,15 +208,15 @@ struct TimeTexts {
 impl Writer {
     /// Bytes that are already JSON.
     fn raw(&mut self, json: &str) {
-        self.0.extend_from_slice(json.as_bytes());
+        self.out.extend_from_slice(json.as_bytes());
     }
 
     /// A string that needs no escaping (an enum's name), in quotes.
     #[inline]
     fn quoted(&mut self, s: &str) {
-        self.0.push(b'"');
-        self.0.extend_from_slice(s.as_bytes());
-        self.0.push(b'"');
+        self.out.push(b'"');
+        self.out.extend_from_slice(s.as_bytes());
+        self.out.push(b'"');
     }
 
     /// A string, escaped as serde_json escapes it.
@@ -531,7 +233,7 @@ impl Writer {
     }
 
     fn time(&mut self, t: Timestamp) {
-        let cached = self.1.slots.iter().flatten().find(|(at, _)| *at == t);
+        let cached = self.times.slots.iter().flatten().find(|(at, _)| *at == t);
         let text = match cached {
             Some((_, text)) => *text,
             None => {
@@ -540,25 +242,25 @@ impl Writer {
                     self.value(&t);
                     return;
                 }
-                let cache = &mut self.1;
+                let cache = &mut self.times;
                 cache.slots[cache.next] = Some((t, buf));
                 cache.next = (cache.next + 1) % cache.slots.len();
                 buf
             }
         };
         // Digits and separators only: nothing to escape.
-        self.0.push(b'"');
-        self.0.extend_from_slice(&text);
-        self.0.push(b'"');
+        self.out.push(b'"');
+        self.out.extend_from_slice(&text);
+        self.out.push(b'"');
     }
 
     /// Anything else, through serde_json itself.
     fn value<T: Serialize + ?Sized>(&mut self, v: &T) {
-        serde_json::to_writer(&mut self.0, v).expect("record values always serialize");
+        serde_json::to_writer(&mut self.out, v).expect("record values always serialize");
     }
 
     fn object(&mut self) -> Object<'_> {
-        self.0.push(b'{');
+        self.out.push(b'{');
         Object {
             w: self,
             first: true,
@@ -576,23 +278,51 @@ impl Object<'_> {
     #[inline]
     fn key(&mut self, key: &'static str) -> &mut Writer {
         if !self.first {
-            self.w.0.push(b',');
+            self.w.out.push(b',');
         }
         self.first = false;
         self.w.quoted(key);
-        self.w.0.push(b':');
+        self.w.out.push(b':');
         self.w
     }
 
+    /// `key` and its string, when there is one.
+    #[inline]
+    fn str_if_some(&mut self, key: &'static str, value: Option<&str>) {
+        if let Some(s) = value {
+            self.key(key).str(s);
+        }
+    }
+
+    /// `key` and its time, when there is one.
+    #[inline]
+    fn time_if_some(&mut self, key: &'static str, value: Option<Timestamp>) {
+        if let Some(t) = value {
+            self.key(key).time(t);
+        }
+    }
+
+    /// `key` and its value written by serde_json, when there is one.
+    #[inline]
+    fn value_if_some<T: Serialize>(&mut self, key: &'static str, value: Option<&T>) {
+        if let Some(v) = value {
+            self.key(key).value(v);
+        }
+    }
+
     fn end(self) {
-        self.w.0.push(b'}');
+        self.w.out.push(b'}');
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::SideEffectLevel;
+    use crate::event::{ApprovalDecision, HookVerdict, SideEffectLevel, SideEffects};
+    use crate::ids::{CallId, RecordId, SessionId, Source, ThreadId, TurnId};
+    use crate::record::{
+        ApprovalState, HookDecisionEntry, Phase, Ref, Strategy, API_VERSION, KIND,
+    };
     use proptest::prelude::{any, prop_assert_eq, proptest};
     use serde_json::json;
 

@@ -1,0 +1,369 @@
+//! Strict decoding: bytes → [`Event`], or the [`DecodeError`] that says why not.
+
+use super::wire::{KindName, RawEvent};
+use super::{
+    Announce, Approval, ApprovalDecision, Completion, DecodeError, Event, EventBody, EventKind,
+    ExecutionEnd, ExecutionStart, HookDecision, HookVerdict, TurnEnd, WIRE_VERSION,
+};
+use crate::ids::{CallId, SessionId, Source, ThreadId, TurnId};
+use serde::Deserialize;
+
+impl Event {
+    /// Decodes and validates one message.
+    pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
+        match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+            None => return Err(DecodeError::Empty),
+            Some(b'{') => {}
+            Some(_) if std::str::from_utf8(bytes).is_err() => return Err(DecodeError::InvalidUtf8),
+            Some(_) => {
+                return Err(
+                    match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+                        Err(e) => classify_json_error(bytes, e),
+                        Ok(_) => DecodeError::Invalid(
+                            "an event is a JSON object; this message is another JSON value".into(),
+                        ),
+                    },
+                )
+            }
+        }
+        // Any byte that is not UTF-8 makes the message `invalid_utf8`, wherever it is; checking the
+        // whole message once lets serde skip checking every string on its own.
+        let Ok(text) = std::str::from_utf8(bytes) else {
+            return Err(DecodeError::InvalidUtf8);
+        };
+        let raw: RawEvent = match serde_json::from_str(text) {
+            Ok(raw) => raw,
+            Err(e) => return Err(classify_json_error(bytes, e)),
+        };
+        Event::try_from(raw)
+    }
+}
+
+impl EventKind {
+    /// The kind named `s` on the wire.
+    pub(super) fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+fn classify_json_error(bytes: &[u8], e: serde_json::Error) -> DecodeError {
+    use serde_json::error::Category;
+    if std::str::from_utf8(bytes).is_err() {
+        return DecodeError::InvalidUtf8;
+    }
+    let msg = e.to_string();
+    if msg.contains("recursion limit") {
+        return DecodeError::TooDeep;
+    }
+    match e.classify() {
+        Category::Syntax | Category::Eof | Category::Io => DecodeError::NotJson(msg),
+        Category::Data => {
+            // A message from a newer producer fails on its new fields before we see `v`: report
+            // the version, which is the real cause.
+            if msg.starts_with("unknown field") {
+                if let Ok(probe) = serde_json::from_slice::<VersionProbe>(bytes) {
+                    if let Some(v) = probe.v {
+                        if v != u64::from(WIRE_VERSION) {
+                            return DecodeError::UnsupportedVersion(v.to_string());
+                        }
+                    }
+                }
+            }
+            DecodeError::InvalidField(msg)
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct VersionProbe {
+    v: Option<u64>,
+}
+
+/// Which optional body fields each kind admits (the envelope fields are admitted everywhere).
+fn allowed(kind: EventKind, field: &str) -> bool {
+    use EventKind::*;
+    match field {
+        "tool" => !matches!(kind, TurnEnd | TurnAborted),
+        "args" => matches!(kind, Announce | Completion | Approval | HookDecision),
+        "checksum" => !matches!(kind, TurnEnd | TurnAborted),
+        "sideEffects" | "agent" | "execution" | "hookContext" => kind == Announce,
+        "result" | "cancelled" => kind == Completion,
+        "isError" | "startedAt" | "durationMs" => matches!(kind, Completion | ExecutionEnd),
+        "reason" => matches!(kind, TurnEnd | TurnAborted | Approval | HookDecision),
+        "decision" => matches!(kind, Approval | HookDecision),
+        "by" => kind == Approval,
+        "hook" | "policyId" | "policyVersion" => kind == HookDecision,
+        _ => true,
+    }
+}
+
+impl TryFrom<RawEvent> for Event {
+    type Error = DecodeError;
+
+    fn try_from(raw: RawEvent) -> Result<Self, DecodeError> {
+        let kind_name = raw.kind.as_ref().map(KindName::as_str);
+        let v = raw.v.as_ref().ok_or(DecodeError::MissingField {
+            kind: kind_name
+                .and_then(EventKind::parse)
+                .map_or("v1", EventKind::as_str),
+            field: "v",
+        })?;
+        if v.as_u64() != Some(u64::from(WIRE_VERSION)) {
+            return Err(DecodeError::UnsupportedVersion(v.to_string()));
+        }
+        let kind_name =
+            raw.kind
+                .as_ref()
+                .map(KindName::as_str)
+                .ok_or(DecodeError::MissingField {
+                    kind: "v1",
+                    field: "kind",
+                })?;
+        let kind = EventKind::parse(kind_name)
+            .ok_or_else(|| DecodeError::UnknownKind(kind_name.chars().take(64).collect()))?;
+        let k = kind.as_str();
+
+        let present: [(&'static str, bool); 18] = [
+            ("tool", raw.tool.is_some()),
+            ("args", raw.args.is_some()),
+            ("checksum", raw.checksum.is_some()),
+            ("sideEffects", raw.side_effects.is_some()),
+            ("agent", raw.agent.is_some()),
+            ("execution", raw.execution.is_some()),
+            ("hookContext", raw.hook_context.is_some()),
+            ("result", raw.result.is_some()),
+            ("isError", raw.is_error.is_some()),
+            ("cancelled", raw.cancelled.is_some()),
+            ("startedAt", raw.started_at.is_some()),
+            ("durationMs", raw.duration_ms.is_some()),
+            ("reason", raw.reason.is_some()),
+            ("decision", raw.decision.is_some()),
+            ("by", raw.by.is_some()),
+            ("hook", raw.hook.is_some()),
+            ("policyId", raw.policy_id.is_some()),
+            ("policyVersion", raw.policy_version.is_some()),
+        ];
+        if let Some((field, _)) = present.iter().find(|(f, p)| *p && !allowed(kind, f)) {
+            return Err(DecodeError::FieldNotAllowed { kind: k, field });
+        }
+
+        let missing = |field: &'static str| DecodeError::MissingField { kind: k, field };
+        let required =
+            |field: &'static str, value: Option<String>| -> Result<String, DecodeError> {
+                match value {
+                    None => Err(missing(field)),
+                    Some(s) if s.is_empty() => Err(DecodeError::EmptyField { field }),
+                    Some(s) => Ok(s),
+                }
+            };
+        let optional =
+            |field: &'static str, value: Option<String>| -> Result<Option<String>, DecodeError> {
+                match value {
+                    Some(s) if s.is_empty() => Err(DecodeError::EmptyField { field }),
+                    other => Ok(other),
+                }
+            };
+
+        let source = Source(required("source", raw.source)?);
+        let session = SessionId(required("session", raw.session)?);
+        let thread = optional("thread", raw.thread)?.map(ThreadId);
+        let turn = optional("turn", raw.turn)?.map(TurnId);
+        let call_id = optional("callId", raw.call_id)?.map(CallId);
+        let time = raw.time.ok_or(missing("time"))?;
+        let tool = optional("tool", raw.tool)?;
+
+        let body = match kind {
+            EventKind::Announce
+                if raw
+                    .side_effects
+                    .as_ref()
+                    .and_then(|s| s.idempotency_key.as_deref())
+                    == Some("") =>
+            {
+                return Err(DecodeError::EmptyField {
+                    field: "sideEffects.idempotencyKey",
+                })
+            }
+            EventKind::Announce => EventBody::Announce(Announce {
+                tool: tool.ok_or(missing("tool"))?,
+                args: raw.args,
+                checksum: raw.checksum,
+                side_effects: raw.side_effects,
+                agent: optional("agent", raw.agent)?,
+                execution: optional("execution", raw.execution)?,
+                hook_context: raw.hook_context,
+            }),
+            EventKind::Completion => EventBody::Completion(Completion {
+                tool,
+                args: raw.args,
+                checksum: raw.checksum,
+                result: raw.result,
+                is_error: raw.is_error.unwrap_or(false),
+                cancelled: raw.cancelled.unwrap_or(false),
+                started_at: raw.started_at,
+                duration_ms: raw.duration_ms,
+            }),
+            EventKind::ExecutionStart => EventBody::ExecutionStart(ExecutionStart {
+                checksum: raw.checksum.ok_or(missing("checksum"))?,
+                tool,
+            }),
+            EventKind::ExecutionEnd => EventBody::ExecutionEnd(ExecutionEnd {
+                checksum: raw.checksum.ok_or(missing("checksum"))?,
+                tool,
+                is_error: raw.is_error.unwrap_or(false),
+                started_at: raw.started_at,
+                duration_ms: raw.duration_ms,
+            }),
+            EventKind::TurnEnd | EventKind::TurnAborted => {
+                let end = TurnEnd { reason: raw.reason };
+                if kind == EventKind::TurnEnd {
+                    EventBody::TurnEnd(end)
+                } else {
+                    EventBody::TurnAborted(end)
+                }
+            }
+            EventKind::Approval => {
+                let decision = required("decision", raw.decision)?;
+                let decision = decision_named(
+                    "approval",
+                    &decision,
+                    &APPROVAL_DECISIONS,
+                    ApprovalDecision::as_str,
+                )?;
+                EventBody::Approval(Approval {
+                    tool,
+                    args: raw.args,
+                    checksum: raw.checksum,
+                    decision,
+                    by: optional("by", raw.by)?,
+                    reason: raw.reason,
+                })
+            }
+            EventKind::HookDecision => {
+                let decision = required("decision", raw.decision)?;
+                let decision =
+                    decision_named("hook", &decision, &HOOK_VERDICTS, HookVerdict::as_str)?;
+                EventBody::HookDecision(HookDecision {
+                    tool,
+                    args: raw.args,
+                    checksum: raw.checksum,
+                    hook: required("hook", raw.hook)?,
+                    decision,
+                    policy_id: optional("policyId", raw.policy_id)?,
+                    policy_version: optional("policyVersion", raw.policy_version)?,
+                    reason: raw.reason,
+                })
+            }
+        };
+
+        // Approvals and hook decisions must say which call they are about.
+        if let EventBody::Approval(Approval { tool, checksum, .. })
+        | EventBody::HookDecision(HookDecision { tool, checksum, .. }) = &body
+        {
+            if call_id.is_none() && checksum.is_none() && tool.is_none() {
+                return Err(DecodeError::Invalid(format!(
+                    "a `{k}` event needs `callId`, `checksum` or `tool` to find its call"
+                )));
+            }
+        }
+
+        Ok(Event {
+            source,
+            session,
+            thread,
+            turn,
+            call_id,
+            time,
+            attributes: raw.attributes,
+            body,
+        })
+    }
+}
+
+const APPROVAL_DECISIONS: [ApprovalDecision; 3] = [
+    ApprovalDecision::Requested,
+    ApprovalDecision::Approved,
+    ApprovalDecision::Denied,
+];
+
+const HOOK_VERDICTS: [HookVerdict; 3] =
+    [HookVerdict::Allow, HookVerdict::Deny, HookVerdict::Modify];
+
+/// The value among `values` whose wire name is `decision`, or the error that says which names a
+/// decision of `what` (an approval, a hook) may have.
+fn decision_named<T: Copy>(
+    what: &str,
+    decision: &str,
+    values: &[T],
+    name: fn(T) -> &'static str,
+) -> Result<T, DecodeError> {
+    values
+        .iter()
+        .copied()
+        .find(|v| name(*v) == decision)
+        .ok_or_else(|| {
+            let names: Vec<&str> = values.iter().map(|v| name(*v)).collect();
+            DecodeError::Invalid(format!(
+                "{what} decision `{}` is not one of {}",
+                decision.chars().take(32).collect::<String>(),
+                names.join(", ")
+            ))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json::Json;
+
+    fn announce_with_args(args: &str) -> Vec<u8> {
+        format!(r#"{{"v":1,"kind":"announce","source":"s","session":"x","time":"2026-01-01T00:00:00Z","tool":"t","args":{args}}}"#)
+            .into_bytes()
+    }
+
+    #[test]
+    fn arguments_are_kept_verbatim() {
+        let args = r#"{"b": 12345678901234567890123, "a": 1.0}"#;
+        let e = Event::decode(&announce_with_args(args)).unwrap();
+        let EventBody::Announce(a) = &e.body else {
+            panic!("{e:?}")
+        };
+        assert_eq!(a.args.as_ref().unwrap().as_str(), args);
+        assert_eq!(Event::decode(&e.encode()).unwrap(), e);
+        // `null` is a value (ADK hashes it), not an absent field.
+        let e = Event::decode(&announce_with_args("null")).unwrap();
+        let EventBody::Announce(a) = &e.body else {
+            panic!()
+        };
+        assert_eq!(a.args.as_ref().map(Json::as_str), Some("null"));
+    }
+
+    #[test]
+    fn nesting_too_deep_is_refused_inside_arguments_too() {
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        assert_eq!(
+            Event::decode(&announce_with_args(&deep)),
+            Err(DecodeError::TooDeep)
+        );
+    }
+
+    #[test]
+    fn reasons_are_bounded_labels() {
+        assert_eq!(Event::decode(b"  ").unwrap_err().reason(), "empty");
+        assert_eq!(Event::decode(b"[1]").unwrap_err().reason(), "invalid");
+        assert_eq!(Event::decode(b"{").unwrap_err().reason(), "not_json");
+        assert_eq!(
+            Event::decode(b"{\"v\":2}").unwrap_err().reason(),
+            "unsupported_version"
+        );
+        assert_eq!(
+            Event::decode(&[b'{', 0xff, b'}']).unwrap_err().reason(),
+            "invalid_utf8"
+        );
+        let unknown = br#"{"v":1,"kind":"announce","source":"s","session":"x","time":"2026-01-01T00:00:00Z","tool":"t","tol":1}"#;
+        assert_eq!(
+            Event::decode(unknown).unwrap_err().reason(),
+            "invalid_field"
+        );
+    }
+}
