@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace, installing what the tests need first.
 #
-#   scripts/test.sh            # everything: lint, unit, property, integration (real broker) tests,
+#   scripts/test.sh            # everything: lint (fmt, clippy, import circles), unit, property,
+#                              # system tests (the binary, a real broker),
 #                              # and a smoke run of the benchmarks
 #   scripts/test.sh -p toolcalls-core   # extra arguments go to `cargo test` (no bench smoke run)
 #
@@ -19,6 +20,9 @@ export TANSU_BIN
 
 step "docker-compose config (the compose file users run Apache Kafka with)"
 docker-compose -f docker-compose.yml config -q
+
+step "import circles between the files of each crate"
+python3 scripts/check-import-cycles.py
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

@@ -13,9 +13,9 @@ use rdkafka::types::RDKafkaErrorCode;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use toolcalls_producer::{PublishSettings, Publisher};
-use toolcalls_processor::{Settings, TopicPlan};
 use toolcalls_model::Event;
+use toolcalls_processor::{Settings, TopicPlan};
+use toolcalls_producer::{PublishSettings, Publisher};
 
 /// Bound of any single wait of the benchmark.
 pub const WAIT: Duration = Duration::from_secs(180);

@@ -16,8 +16,8 @@ use serde_json::json;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use toolcalls_producer::{PublishSettings, Publisher};
 use toolcalls_model::{Event, Timestamp};
+use toolcalls_producer::{PublishSettings, Publisher};
 
 pub struct Plan {
     pub brokers: String,
@@ -76,7 +76,10 @@ pub fn run(rt: &tokio::runtime::Runtime, plan: &Plan) {
     kafka::create_processor_topics(rt, &settings, plan.partitions);
     let registry = Registry::new();
     let running = rt
-        .block_on(toolcalls_processor::start(settings.clone(), registry.clone()))
+        .block_on(toolcalls_processor::start(
+            settings.clone(),
+            registry.clone(),
+        ))
         .expect("starting the processor");
     let limit = Instant::now() + WAIT;
     kafka::wait_for(

@@ -13,8 +13,8 @@ use prometheus::Registry;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use toolcalls_core::{ChangelogOp, Config, Correlator, Effects, Position};
-use toolcalls_processor::Settings;
 use toolcalls_model::Event;
+use toolcalls_processor::Settings;
 
 /// Correlation settings under which nothing announced closes during the benchmark.
 pub fn pending_config() -> Config {
@@ -167,7 +167,10 @@ pub fn broker(
     let limit = Instant::now() + WAIT;
     let t = Instant::now();
     let writer = rt
-        .block_on(toolcalls_processor::start(settings.clone(), registry.clone()))
+        .block_on(toolcalls_processor::start(
+            settings.clone(),
+            registry.clone(),
+        ))
         .expect("starting the writer");
     let watch = OffsetWatch::new(brokers, &group, &ends);
     watch.wait_done(Duration::from_millis(20), limit);
@@ -221,7 +224,10 @@ fn restore_once(
     let registry = Registry::new();
     let limit = Instant::now() + WAIT;
     let running = rt
-        .block_on(toolcalls_processor::start(settings.clone(), registry.clone()))
+        .block_on(toolcalls_processor::start(
+            settings.clone(),
+            registry.clone(),
+        ))
         .expect("starting the restorer");
     let assigned = kafka::wait_for("the assignment", Duration::from_millis(1), limit, || {
         metric(&registry, "toolcalls_group_partitions_assigned") > 0.0

@@ -12,8 +12,8 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
-use toolcalls_processor::{Settings, TopicPlan};
 use toolcalls_model::Event;
+use toolcalls_processor::{Settings, TopicPlan};
 
 /// Upper bound of every wait in the tests.
 pub const WAIT: Duration = Duration::from_secs(60);
