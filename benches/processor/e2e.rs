@@ -11,10 +11,11 @@
 
 use crate::copy::{self, CopyPlan};
 use crate::cpu::{self, Usage};
-use crate::kafka::{self, metric, metric_where, Ends, OffsetWatch, WAIT};
+use crate::kafka::{self, metric, Ends, OffsetWatch, WAIT};
 use prometheus::Registry;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
+use toolcalls_processor::metrics::sum;
 use toolcalls_processor::Guarantee;
 
 pub struct Plan {
@@ -229,19 +230,25 @@ pub fn processor_run(
     ]
     .iter()
     .filter_map(|phase| {
-        let n = metric_where(&registry, "toolcalls_output_records_total", |l| {
-            l.iter().any(|(k, v)| k == "phase" && v.as_str() == *phase)
-        });
+        let n = sum(
+            &registry,
+            "toolcalls_output_records_total",
+            &[("phase", phase)],
+        );
         (n > 0.0).then(|| format!("{phase} {n:.0}"))
     })
     .collect();
     let dlq = metric(&registry, "toolcalls_dlq_messages_total");
-    let committed = metric_where(&registry, "toolcalls_output_transactions_total", |l| {
-        l.iter().any(|(k, v)| k == "result" && v == "committed")
-    });
-    let aborted = metric_where(&registry, "toolcalls_output_transactions_total", |l| {
-        l.iter().any(|(k, v)| k == "result" && v == "aborted")
-    });
+    let committed = sum(
+        &registry,
+        "toolcalls_output_transactions_total",
+        &[("result", "committed")],
+    );
+    let aborted = sum(
+        &registry,
+        "toolcalls_output_transactions_total",
+        &[("result", "aborted")],
+    );
     let (batches, batch_secs) =
         kafka::histogram(&registry, "toolcalls_processing_batch_duration_seconds");
     let (commits, commit_secs) =
@@ -249,13 +256,7 @@ pub fn processor_run(
     let paused = metric(&registry, "toolcalls_consumer_partitions_paused");
     let (restores, restore_secs) =
         kafka::histogram(&registry, "toolcalls_restore_duration_seconds");
-    let stopped =
-        rt.block_on(async { tokio::time::timeout(Duration::from_secs(60), running.stop()).await });
-    match stopped {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => panic!("the processor stopped with an error: {e}"),
-        Err(_) => panic!("the processor did not stop within 60 s"),
-    }
+    kafka::stop(rt, running);
     assert_eq!(read as usize, input.events, "every input event read once");
     assert_eq!(dlq, 0.0, "no dead letters expected");
     assert_eq!(aborted, 0.0, "no aborted batch expected");
@@ -368,13 +369,16 @@ impl Timeline {
             println!("e2e: timeline   ms   events  (completions)  records  commits  paused  me_cpu  broker_cpu  idle (CPU in cores)");
             let t0 = Instant::now();
             let sample = || {
-                let committed =
-                    metric_where(&registry, "toolcalls_output_transactions_total", |l| {
-                        l.iter().any(|(k, v)| k == "result" && v == "committed")
-                    });
-                let completions = metric_where(&registry, "toolcalls_input_events_total", |l| {
-                    l.iter().any(|(k, v)| k == "kind" && v == "completion")
-                });
+                let committed = sum(
+                    &registry,
+                    "toolcalls_output_transactions_total",
+                    &[("result", "committed")],
+                );
+                let completions = sum(
+                    &registry,
+                    "toolcalls_input_events_total",
+                    &[("kind", "completion")],
+                );
                 (
                     metric(&registry, "toolcalls_input_events_total"),
                     metric(&registry, "toolcalls_output_records_total"),

@@ -234,30 +234,18 @@ impl OffsetWatch {
 
 /// Sum of every child of a counter or gauge family (0 when absent).
 pub fn metric(registry: &Registry, name: &str) -> f64 {
-    metric_where(registry, name, |_| true)
+    toolcalls_processor::metrics::sum(registry, name, &[])
 }
 
-/// Sum of the children of a counter or gauge family whose labels pass `keep`.
-pub fn metric_where(
-    registry: &Registry,
-    name: &str,
-    keep: impl Fn(&[(String, String)]) -> bool,
-) -> f64 {
-    registry
-        .gather()
-        .iter()
-        .filter(|f| f.name() == name)
-        .flat_map(|f| f.get_metric().iter())
-        .filter(|m| {
-            let labels: Vec<(String, String)> = m
-                .get_label()
-                .iter()
-                .map(|l| (l.name().to_owned(), l.value().to_owned()))
-                .collect();
-            keep(&labels)
-        })
-        .map(|m| m.get_counter().get_value() + m.get_gauge().get_value())
-        .sum()
+/// Stops a processor started in process, failing the bench if it does not stop cleanly in 60 s.
+pub fn stop(rt: &tokio::runtime::Runtime, running: toolcalls_processor::Running) {
+    let stopped =
+        rt.block_on(async { tokio::time::timeout(Duration::from_secs(60), running.stop()).await });
+    match stopped {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => panic!("the processor stopped with an error: {e}"),
+        Err(_) => panic!("the processor did not stop within 60 s"),
+    }
 }
 
 /// Count and sum of a histogram (zeros when absent).

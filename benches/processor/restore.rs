@@ -175,7 +175,7 @@ pub fn broker(
     let watch = OffsetWatch::new(brokers, &group, &ends);
     watch.wait_done(Duration::from_millis(20), limit);
     let pending = metric(&registry, "toolcalls_state_pending_calls");
-    stop(rt, writer);
+    kafka::stop(rt, writer);
     println!(
         "restore: writer processed the input in {:.2}s; {pending:.0} pending entries in its state",
         t.elapsed().as_secs_f64()
@@ -248,18 +248,8 @@ fn restore_once(
         wall: ready - assigned,
         pending: metric(&registry, "toolcalls_state_pending_calls"),
     };
-    stop(rt, running);
+    kafka::stop(rt, running);
     r
-}
-
-fn stop(rt: &tokio::runtime::Runtime, running: toolcalls_processor::Running) {
-    let stopped =
-        rt.block_on(async { tokio::time::timeout(Duration::from_secs(60), running.stop()).await });
-    match stopped {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => panic!("the processor stopped with an error: {e}"),
-        Err(_) => panic!("the processor did not stop within 60 s"),
-    }
 }
 
 /// How long a fresh consumer with the runtime's restore-reader settings (crates/processor/src/client.rs

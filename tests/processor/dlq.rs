@@ -2,7 +2,6 @@
 //! headers, while good traffic keeps flowing.
 
 use crate::harness::*;
-use std::collections::BTreeMap;
 use std::time::Duration;
 use toolcalls_adapters::{parse, Format, Options};
 use toolcalls_core::{replay, FinishMode};
@@ -74,13 +73,7 @@ async fn bad_input_is_dead_lettered_with_reasons_and_good_input_flows() {
     }
     produce_events(&s, &events[half..]);
 
-    let dlq = tokio::task::spawn_blocking({
-        let topic = s.topics.dlq.clone();
-        let n = cases.len();
-        move || read_until(&topic, |r| r.len() >= n)
-    })
-    .await
-    .unwrap();
+    let dlq = read_at_least(&s.topics.dlq, cases.len()).await;
     let mut got: Vec<&str> = dlq
         .iter()
         .map(|m| m.headers["toolcalls.reason"].as_str())
@@ -123,22 +116,8 @@ async fn bad_input_is_dead_lettered_with_reasons_and_good_input_flows() {
     );
 
     let want_records = phases(&expected.records);
-    let records = tokio::task::spawn_blocking({
-        let topic = s.topics.records.clone();
-        let n = want_records.len();
-        move || read_until(&topic, |r| r.len() >= n)
-    })
-    .await
-    .unwrap();
-    let got_records: BTreeMap<String, String> = records
-        .iter()
-        .map(|r| {
-            (
-                r.key_str(),
-                r.json()["status"]["phase"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
+    let records = read_at_least(&s.topics.records, want_records.len()).await;
+    let got_records = phases_by_key(&records);
     assert_eq!(got_records, want_records);
 
     let (_, metrics) = http_get(running.http_addr, "/metrics").await;

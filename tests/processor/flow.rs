@@ -1,7 +1,6 @@
 //! A real fixture session flows through and yields the records the pure core gives for it.
 
 use crate::harness::*;
-use std::collections::BTreeMap;
 use std::time::Duration;
 use toolcalls_adapters::{parse, Format, Options};
 use toolcalls_core::{replay, FinishMode};
@@ -32,22 +31,8 @@ async fn fixture_session_yields_expected_records() {
     .await;
     produce_events(&s, &events);
 
-    let records = tokio::task::spawn_blocking({
-        let topic = s.topics.records.clone();
-        let n = want.len();
-        move || read_until(&topic, |r| r.len() >= n)
-    })
-    .await
-    .unwrap();
-    let got: BTreeMap<String, String> = records
-        .iter()
-        .map(|r| {
-            (
-                r.key_str(),
-                r.json()["status"]["phase"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
+    let records = read_at_least(&s.topics.records, want.len()).await;
+    let got = phases_by_key(&records);
     assert_eq!(got, want, "records differ from the pure core's replay");
     assert_eq!(records.len(), want.len(), "a record was published twice");
 

@@ -270,19 +270,18 @@ impl Msg {
     }
 }
 
-/// Reads `topic` from the beginning (read_committed) until `done` holds for what was read.
-pub fn read_until(topic: &str, mut done: impl FnMut(&[Msg]) -> bool) -> Vec<Msg> {
+/// A read_committed consumer of every partition of `topic` from its beginning, in a group of its
+/// own; with `eof`, it reports partition EOF.
+fn reader(topic: &str, eof: bool) -> BaseConsumer {
     let c: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", &broker().addr)
         .set("group.id", unique("reader"))
         .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", eof.to_string())
         .set("isolation.level", "read_committed")
         .create()
         .expect("reader");
-    let md = c
-        .fetch_metadata(Some(topic), Duration::from_secs(10))
-        .expect("metadata");
-    let parts = md.topics()[0].partitions().len() as i32;
+    let parts = partition_count(&c, topic);
     assert!(parts > 0, "topic {topic} has no partitions");
     let mut tpl = TopicPartitionList::new();
     for p in 0..parts {
@@ -290,6 +289,19 @@ pub fn read_until(topic: &str, mut done: impl FnMut(&[Msg]) -> bool) -> Vec<Msg>
             .unwrap();
     }
     c.assign(&tpl).unwrap();
+    c
+}
+
+fn partition_count(c: &BaseConsumer, topic: &str) -> i32 {
+    let md = c
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .expect("metadata");
+    md.topics()[0].partitions().len() as i32
+}
+
+/// Reads `topic` from the beginning (read_committed) until `done` holds for what was read.
+pub fn read_until(topic: &str, mut done: impl FnMut(&[Msg]) -> bool) -> Vec<Msg> {
+    let c = reader(topic, false);
     let mut out = Vec::new();
     let deadline = Instant::now() + WAIT;
     while !done(&out) {
@@ -306,6 +318,44 @@ pub fn read_until(topic: &str, mut done: impl FnMut(&[Msg]) -> bool) -> Vec<Msg>
 }
 
 /// A minimal HTTP GET: (status, body).
+/// Reads `topic` on a blocking thread until it holds at least `n` messages (bounded like
+/// [`read_until`]).
+pub async fn read_at_least(topic: &str, n: usize) -> Vec<Msg> {
+    let topic = topic.to_owned();
+    tokio::task::spawn_blocking(move || read_until(&topic, |r| r.len() >= n))
+        .await
+        .unwrap()
+}
+
+/// Each record read back, by key: its phase.
+pub fn phases_by_key(records: &[Msg]) -> BTreeMap<String, String> {
+    records
+        .iter()
+        .map(|r| {
+            (
+                r.key_str(),
+                r.json()["status"]["phase"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Waits until the instance at `addr` reports `n` pending calls in `session` (`/v1/…/pending`).
+pub async fn wait_pending(what: &str, addr: std::net::SocketAddr, session: &str, n: usize) {
+    let path = format!("/v1/sessions/{session}/pending");
+    wait_until_async(what, || {
+        let path = path.clone();
+        async move {
+            let (_, body) = http_get(addr, &path).await;
+            serde_json::from_str::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| v["pending"].as_array().map(|a| a.len()))
+                == Some(n)
+        }
+    })
+    .await;
+}
+
 pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr)
@@ -520,24 +570,8 @@ pub fn synth(prefix: &str, sessions: usize, calls: usize) -> (Vec<Event>, Vec<Ev
 
 /// Reads `topic` (read_committed) until partition EOF on every partition.
 pub fn read_to_end(topic: &str) -> Vec<Msg> {
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &broker().addr)
-        .set("group.id", unique("reader"))
-        .set("enable.auto.commit", "false")
-        .set("enable.partition.eof", "true")
-        .set("isolation.level", "read_committed")
-        .create()
-        .expect("reader");
-    let md = c
-        .fetch_metadata(Some(topic), Duration::from_secs(10))
-        .expect("metadata");
-    let parts = md.topics()[0].partitions().len() as i32;
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..parts {
-        tpl.add_partition_offset(topic, p, Offset::Beginning)
-            .unwrap();
-    }
-    c.assign(&tpl).unwrap();
+    let c = reader(topic, true);
+    let parts = partition_count(&c, topic);
     let mut eof = std::collections::BTreeSet::new();
     let mut out = Vec::new();
     let deadline = Instant::now() + WAIT;

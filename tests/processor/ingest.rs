@@ -78,22 +78,8 @@ async fn published_transcripts_become_the_records_the_core_gives() {
     let running = toolcalls_processor::start(s.clone(), prometheus::Registry::new())
         .await
         .expect("start");
-    let records = tokio::task::spawn_blocking({
-        let topic = s.topics.records.clone();
-        let n = want.len();
-        move || read_until(&topic, |r| r.len() >= n)
-    })
-    .await
-    .unwrap();
-    let got: BTreeMap<String, String> = records
-        .iter()
-        .map(|r| {
-            (
-                r.key_str(),
-                r.json()["status"]["phase"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
+    let records = read_at_least(&s.topics.records, want.len()).await;
+    let got = phases_by_key(&records);
     assert_eq!(got, want);
     tokio::time::timeout(Duration::from_secs(60), running.stop())
         .await

@@ -16,17 +16,7 @@ async fn pending_calls_survive_a_restart() {
     produce_events(&s, &announces);
     let session = announces[0].session.as_str().to_owned();
     let addr = first.http_addr;
-    wait_until_async("announces pending in the first instance", || {
-        let path = format!("/v1/sessions/{session}/pending");
-        async move {
-            let (_, body) = http_get(addr, &path).await;
-            serde_json::from_str::<serde_json::Value>(&body)
-                .ok()
-                .and_then(|v| v["pending"].as_array().map(|a| a.len()))
-                == Some(5)
-        }
-    })
-    .await;
+    wait_pending("announces pending in the first instance", addr, &session, 5).await;
     tokio::time::timeout(Duration::from_secs(60), first.stop())
         .await
         .expect("shutdown in time")
@@ -37,30 +27,14 @@ async fn pending_calls_survive_a_restart() {
         .await
         .expect("restart");
     let addr = second.http_addr;
-    wait_until_async("restored pending calls", || {
-        let path = format!("/v1/sessions/{session}/pending");
-        async move {
-            let (_, body) = http_get(addr, &path).await;
-            serde_json::from_str::<serde_json::Value>(&body)
-                .ok()
-                .and_then(|v| v["pending"].as_array().map(|a| a.len()))
-                == Some(5)
-        }
-    })
-    .await;
+    wait_pending("restored pending calls", addr, &session, 5).await;
     let (_, metrics) = http_get(addr, "/metrics").await;
     assert!(
         metrics.contains("toolcalls_restore_records_total"),
         "{metrics}"
     );
     produce_events(&s, &completions);
-    let records = tokio::task::spawn_blocking({
-        let topic = s.topics.records.clone();
-        let n = want.len();
-        move || read_until(&topic, |r| r.len() >= n)
-    })
-    .await
-    .unwrap();
+    let records = read_at_least(&s.topics.records, want.len()).await;
     check_downstream(&records, &want, true);
     tokio::time::timeout(Duration::from_secs(60), second.stop())
         .await

@@ -14,27 +14,8 @@ use harness::*;
 use std::time::Duration;
 use toolcalls_processor::Guarantee;
 
-/// The value of a counter of the processor, summed over the label sets whose labels include
-/// every `(name, value)` of `labels`.
-fn counter(registry: &prometheus::Registry, name: &str, labels: &[(&str, &str)]) -> f64 {
-    registry
-        .gather()
-        .iter()
-        .filter(|f| f.name() == name)
-        .flat_map(|f| f.get_metric().iter())
-        .filter(|m| {
-            labels.iter().all(|(k, v)| {
-                m.get_label()
-                    .iter()
-                    .any(|l| l.name() == *k && l.value() == *v)
-            })
-        })
-        .map(|m| m.get_counter().get_value())
-        .sum()
-}
-
 fn transactions(registry: &prometheus::Registry, result: &str) -> f64 {
-    counter(
+    toolcalls_processor::metrics::sum(
         registry,
         "toolcalls_output_transactions_total",
         &[("result", result)],
@@ -99,7 +80,13 @@ async fn ride_out_a_stall(guarantee: Guarantee) {
         // (it used to stop the processor).
         wait_until_async("an abort to time out and be tried again", || {
             let registry = registry.clone();
-            async move { counter(&registry, "toolcalls_output_abort_retries_total", &[]) >= 1.0 }
+            async move {
+                toolcalls_processor::metrics::sum(
+                    &registry,
+                    "toolcalls_output_abort_retries_total",
+                    &[],
+                ) >= 1.0
+            }
         })
         .await;
     }

@@ -149,6 +149,27 @@ impl Metrics {
     }
 }
 
+/// The sum of the counters and gauges named `name` in `registry` whose labels include every
+/// `(label, value)` of `labels` (all of them for none): what a test or an embedding program reads
+/// of a running processor.
+pub fn sum(registry: &Registry, name: &str, labels: &[(&str, &str)]) -> f64 {
+    registry
+        .gather()
+        .iter()
+        .filter(|family| family.name() == name)
+        .flat_map(|family| family.get_metric().iter())
+        .filter(|series| {
+            labels.iter().all(|(k, v)| {
+                series
+                    .get_label()
+                    .iter()
+                    .any(|l| l.name() == *k && l.value() == *v)
+            })
+        })
+        .map(|series| series.get_counter().get_value() + series.get_gauge().get_value())
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

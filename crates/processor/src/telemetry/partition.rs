@@ -317,24 +317,6 @@ mod tests {
     use super::*;
     use prometheus::Registry;
 
-    /// The value of `name{labels}` in `registry`.
-    fn value(registry: &Registry, name: &str, labels: &[(&str, &str)]) -> f64 {
-        registry
-            .gather()
-            .iter()
-            .filter(|f| f.name() == name)
-            .flat_map(|f| f.get_metric().iter())
-            .filter(|m| {
-                labels.iter().all(|(k, v)| {
-                    m.get_label()
-                        .iter()
-                        .any(|l| l.name() == *k && l.value() == *v)
-                })
-            })
-            .map(|m| m.get_counter().get_value())
-            .sum()
-    }
-
     #[test]
     fn every_named_counter_moves_the_series_of_its_label() {
         let registry = Registry::new();
@@ -344,14 +326,14 @@ mod tests {
             t.event_applied(1, kind, &Outcome::Merged);
             let labels = [("topic", "c"), ("kind", kind.as_str())];
             assert_eq!(
-                value(&registry, "toolcalls_input_events_total", &labels),
+                crate::metrics::sum(&registry, "toolcalls_input_events_total", &labels),
                 1.0
             );
         }
         t.message_invalid(0);
         let invalid = [("topic", "a"), ("kind", "invalid")];
         assert_eq!(
-            value(&registry, "toolcalls_input_events_total", &invalid),
+            crate::metrics::sum(&registry, "toolcalls_input_events_total", &invalid),
             1.0
         );
         for strategy in Strategy::ALL {
@@ -359,7 +341,7 @@ mod tests {
             t.event_applied(0, EventKind::Completion, &outcome);
             let labels = [("strategy", strategy.as_str())];
             assert_eq!(
-                value(&registry, "toolcalls_correlation_matches_total", &labels),
+                crate::metrics::sum(&registry, "toolcalls_correlation_matches_total", &labels),
                 1.0
             );
         }
@@ -374,24 +356,24 @@ mod tests {
             t.event_applied(0, EventKind::Announce, &outcome);
             let labels = [("outcome", outcome.label())];
             assert_eq!(
-                value(&registry, "toolcalls_correlation_outcomes_total", &labels),
+                crate::metrics::sum(&registry, "toolcalls_correlation_outcomes_total", &labels),
                 1.0
             );
         }
         let matched = [("outcome", "matched")];
         assert_eq!(
-            value(&registry, "toolcalls_correlation_outcomes_total", &matched),
+            crate::metrics::sum(&registry, "toolcalls_correlation_outcomes_total", &matched),
             Strategy::ALL.len() as f64
         );
         assert_eq!(
-            value(&registry, "toolcalls_correlation_duplicates_total", &[]),
+            crate::metrics::sum(&registry, "toolcalls_correlation_duplicates_total", &[]),
             1.0
         );
         for phase in Phase::ALL {
             t.records.of(phase).inc();
             let labels = [("phase", phase.as_str())];
             assert_eq!(
-                value(&registry, "toolcalls_output_records_total", &labels),
+                crate::metrics::sum(&registry, "toolcalls_output_records_total", &labels),
                 1.0
             );
         }
