@@ -29,18 +29,25 @@ function canonicalStringify(value) {
 }
 
 /**
- * The args a producer sent, as the checksum sees them: the wire text is parsed with JSON.parse;
- * a string that is itself valid JSON (the OpenAI `arguments` style) is parsed once more, any other
- * string is kept as is; absent args stay `undefined`.
+ * The args of a v1 event, as the checksum sees them: the wire text parsed with JSON.parse, a
+ * string kept as the string it is (as the ADK's `Tool.executor` hashes a string argument); absent
+ * args stay `undefined`.
  */
 function argsFromWire(argsJson) {
   if (argsJson === null) return undefined
-  const value = JSON.parse(argsJson)
-  if (typeof value !== 'string') return value
+  return JSON.parse(argsJson)
+}
+
+/**
+ * The args of a format that encodes them as JSON text in a string (OpenAI `function.arguments`):
+ * the value the string holds when it is JSON (the ADK's OpenAI battery parses it before hashing),
+ * else the string itself.
+ */
+function argsFromEncoded(encoded) {
   try {
-    return JSON.parse(value)
+    return JSON.parse(encoded)
   } catch {
-    return value
+    return encoded
   }
 }
 
@@ -95,9 +102,16 @@ const cases = [
   ['realistic_tool_call', 'read_file', '{"path":"/src/main.rs","options":{"encoding":"utf-8","range":{"start":10,"end":20},"follow_symlinks":true},"tags":["rust","src"],"limit":1.5e3}'],
 ]
 
-const vectors = cases.map(([name, tool, argsJson]) => {
-  const canonical = canonicalStringify({ tool, args: argsFromWire(argsJson) })
-  return { name, tool, args_json: argsJson, canonical, checksum: sha256Hex(canonical) }
+const vectors = cases.flatMap(([name, tool, argsJson]) => {
+  const args = argsFromWire(argsJson)
+  const canonical = canonicalStringify({ tool, args })
+  const out = [{ name, rule: 'value', tool, args_json: argsJson, canonical, checksum: sha256Hex(canonical) }]
+  if (typeof args === 'string') {
+    // The same string as an encoded `arguments` text (what the openai, codex and otel adapters hash).
+    const encoded = canonicalStringify({ tool, args: argsFromEncoded(args) })
+    out.push({ name: `${name}_encoded`, rule: 'encoded', tool, args_json: argsJson, canonical: encoded, checksum: sha256Hex(encoded) })
+  }
+  return out
 })
 
 process.stdout.write(JSON.stringify(vectors, null, 2) + '\n')

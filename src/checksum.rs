@@ -2,34 +2,46 @@
 
 use anyhow::Context;
 use std::process::ExitCode;
+use toolcalls_model::checksum;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Tool name
     tool: String,
-    /// Arguments as JSON (an object, or a JSON string holding JSON as OpenAI sends it); omit for none
+    /// Arguments as JSON, as a v1 event's `args` holds them (a JSON string is hashed as a string);
+    /// with --encoded, the JSON text of OpenAI's `arguments` instead; omit for none
     args: Option<String>,
+    /// ARGS is the text of encoded arguments (OpenAI `function.arguments`, Codex
+    /// `function_call`, OTel `gen_ai.tool.call.arguments`): hash the value it holds, as the
+    /// openai, codex and otel adapters do
+    #[arg(long, requires = "args")]
+    encoded: bool,
     /// Also print the canonical text that is hashed
     #[arg(long)]
     canonical: bool,
 }
 
 pub fn main(args: Args) -> anyhow::Result<ExitCode> {
-    let value: Option<serde_json::Value> = args
-        .args
-        .as_deref()
-        .map(serde_json::from_str)
-        .transpose()
-        .context("ARGS is not JSON; quote it for the shell, e.g. '{\"path\":\"/a\"}'")?;
+    let (canonical, sum) = match (&args.args, args.encoded) {
+        (Some(text), true) => (
+            checksum::encoded_checksum_input(&args.tool, text),
+            checksum::checksum_of_encoded(&args.tool, text),
+        ),
+        (text, _) => {
+            let json = text
+                .as_deref()
+                .map(toolcalls_model::Json::parse)
+                .transpose()
+                .context("ARGS is not JSON; quote it for the shell, e.g. '{\"path\":\"/a\"}'")?;
+            (
+                checksum::json_checksum_input(&args.tool, json.as_ref()),
+                checksum::checksum_of_json(&args.tool, json.as_ref()),
+            )
+        }
+    };
     if args.canonical {
-        println!(
-            "{}",
-            toolcalls_model::checksum::checksum_input(&args.tool, value.as_ref())
-        );
+        println!("{canonical}");
     }
-    println!(
-        "{}",
-        toolcalls_model::checksum_of(&args.tool, value.as_ref())
-    );
+    println!("{sum}");
     Ok(ExitCode::SUCCESS)
 }

@@ -14,6 +14,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use toolcalls_adapters::Format;
 use toolcalls_core::{Correlator, Effects, FinishMode, Outcome, Position};
+use toolcalls_model::record::{FileEvents, FileLines, Origin};
 use toolcalls_model::{Event, Phase, Strategy, Timestamp, ToolCallRecord};
 use toolcalls_processor::core_settings::CoreArgs;
 
@@ -135,6 +136,15 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             .collect()
     };
 
+    // What each input number of the records' provenance stands for.
+    let names: Vec<String> = inputs
+        .iter()
+        .map(|i| i.map_or_else(|| "<stdin>".to_owned(), |p| p.display().to_string()))
+        .collect();
+    let namer = InputNames {
+        names: &names,
+        native: format.is_some(),
+    };
     let mut correlator = Correlator::without_changelog(config);
     let mut effects = Effects::default();
     let mut summary = Summary::default();
@@ -154,7 +164,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
                     bail!("{name}:{line}: event refused ({reason}); stopping because of --strict");
                 }
             }
-            write_records(&mut sink, &mut effects, summary)?;
+            write_records(&mut sink, &mut effects, summary, &namer)?;
             progress.tick(summary.events);
             Ok(())
         };
@@ -241,7 +251,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         }
         FinishMode::Keep => summary.still_pending = correlator.pending_len() as u64,
     }
-    write_records(&mut sink, &mut effects, &mut summary)?;
+    write_records(&mut sink, &mut effects, &mut summary, &namer)?;
     sink.flush().context("cannot write the records")?;
     progress.done();
     if !quiet {
@@ -254,12 +264,43 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The inputs as the records' provenance names them: a v1 event by its file and line (the
+/// position's offset), an event an adapter made by its file and 1-based number (the offset is
+/// its 0-based index).
+struct InputNames<'a> {
+    names: &'a [String],
+    native: bool,
+}
+
+impl InputNames<'_> {
+    fn name(&self, record: &mut ToolCallRecord) {
+        record.provenance.name(|input, offsets| {
+            let file = self
+                .names
+                .get(usize::from(input))
+                .cloned()
+                .unwrap_or_default();
+            if self.native {
+                let events = offsets.into_iter().map(|i| i + 1).collect();
+                Origin::Events(FileEvents { file, events })
+            } else {
+                Origin::Lines(FileLines {
+                    file,
+                    lines: offsets,
+                })
+            }
+        });
+    }
+}
+
 fn write_records(
     sink: &mut dyn Write,
     effects: &mut Effects,
     summary: &mut Summary,
+    names: &InputNames<'_>,
 ) -> anyhow::Result<()> {
-    for record in effects.records.drain(..) {
+    for mut record in effects.records.drain(..) {
+        names.name(&mut record);
         *summary.phases.entry(record.status.phase).or_default() += 1;
         *summary
             .strategies

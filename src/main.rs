@@ -1,5 +1,6 @@
 //! `toolcalls`: turns AI-agent tool-call traffic into a ledger of ToolCall records.
 
+mod audit;
 mod checksum;
 mod ingest;
 mod local;
@@ -37,6 +38,10 @@ enum Command {
     Topics(topics::Args),
     /// Print the ADK checksum, sha256 of the canonical {tool, args}, of one call.
     Checksum(checksum::Args),
+    /// Reconcile inputs against outputs: every input event in exactly one record,
+    /// dead-lettered, still pending, or a repeat of a record's event; lists every discrepancy
+    /// and exits 1 on any (see docs/OPERATIONS.md, "Auditing the ledger").
+    Audit(audit::Args),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +53,7 @@ fn main() -> ExitCode {
         Command::Ingest(args) => ingest::main(args, &file),
         Command::Topics(args) => topics::main(args, &file),
         Command::Checksum(args) => checksum::main(args),
+        Command::Audit(args) => audit::main(args, &file),
     };
     match result {
         Ok(code) => code,
@@ -79,8 +85,8 @@ mod tests {
         leaves(&toolcalls_settings::command::<Cli>(), "", &mut commands);
         assert_eq!(
             commands.len(),
-            6,
-            "run, local, ingest, topics create/check, checksum"
+            7,
+            "run, local, ingest, topics create/check, checksum, audit"
         );
         for (name, cmd) in commands.iter().filter(|(n, _)| !n.ends_with("checksum")) {
             let mut vars = std::collections::BTreeSet::new();

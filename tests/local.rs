@@ -340,3 +340,26 @@ fn help_shows_every_knob_with_its_default_variable_and_key() {
         assert!(help.contains(knob), "{knob} missing from:\n{help}");
     }
 }
+
+/// The ledger in local mode: a seeded mixed workload (`toolcalls-workload`) gives exactly the
+/// ground truth — the processor's broker test (tests/processor/ledger.rs) checks the same.
+#[test]
+fn a_mixed_workload_gives_the_ground_truth() {
+    for seed in [3, 4] {
+        let w = toolcalls_workload::generate(&toolcalls_workload::Spec {
+            seed,
+            ..Default::default()
+        });
+        let path = scratch_dir("ledger").join(format!("workload-{seed}.jsonl"));
+        std::fs::write(&path, w.lines.join("\n") + "\n").unwrap();
+        let out = toolcalls(&["local", "-q", path.to_str().unwrap()], None);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if let Err(e) = toolcalls_workload::check(&records(&out), &w.truth) {
+            panic!("seed {seed}: {e}");
+        }
+    }
+}

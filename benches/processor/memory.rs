@@ -90,6 +90,7 @@ fn page_size() -> usize {
 fn config(calls: usize) -> Config {
     Config {
         max_pending: calls + 1,
+        max_pending_bytes: usize::MAX,
         ..Config::default()
     }
 }

@@ -24,6 +24,7 @@ pub fn pending_config() -> Config {
         turn_grace_ms: month,
         orphan_grace_ms: month,
         max_pending: 10_000_000,
+        max_pending_bytes: usize::MAX,
         ..Config::default()
     }
 }

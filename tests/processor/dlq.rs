@@ -26,8 +26,9 @@ async fn bad_input_is_dead_lettered_with_reasons_and_good_input_flows() {
 
     let deep = format!(
         r#"{{"v":1,"kind":"announce","source":"test","session":"k","time":"2026-01-01T00:00:00Z","tool":"t","args":{}1{}}}"#,
-        "[".repeat(300),
-        "]".repeat(300)
+        // Deeper than the 4,096 levels arguments may nest (toolcalls_model::json::MAX_DEPTH).
+        "[".repeat(5000),
+        "]".repeat(5000)
     );
     let big = announce(
         "k",

@@ -3,13 +3,17 @@
 //! and group, and every wait is bounded (see `harness.rs`).
 
 mod align;
+mod backfill;
 mod backlog;
+mod cluster;
 mod deliver;
 mod dlq;
 mod flow;
+mod guarantees;
 mod harness;
 mod ingest;
 mod kill;
+mod ledger;
 mod poison;
 mod prom;
 mod restart;

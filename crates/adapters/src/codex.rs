@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use serde_json::{json, Map, Value};
 use toolcalls_model::Completion;
 
-use crate::common::{hints, lines, rfc3339_field, str_field, Ctx, Envelope, IdScope};
+use crate::common::{hints, lines, rfc3339_field, str_field, ArgsWire, Ctx, Envelope, IdScope};
 
 /// Codex rollout files (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`).
 ///
@@ -96,10 +96,19 @@ pub(crate) fn rollout(ctx: &mut Ctx<'_>, input: &[u8]) {
             }
             ("response_item", "function_call" | "custom_tool_call" | "local_shell_call") => {
                 let call_id = str_field(payload, "call_id").or_else(|| str_field(payload, "id"));
-                let (tool, args) = match ptype {
-                    "function_call" => (str_field(payload, "name"), payload.get("arguments")),
-                    "custom_tool_call" => (str_field(payload, "name"), payload.get("input")),
-                    _ => (Some("local_shell"), payload.get("action")),
+                // `function_call` arguments are JSON text; a custom tool's input is the argument.
+                let (tool, args, wire) = match ptype {
+                    "function_call" => (
+                        str_field(payload, "name"),
+                        payload.get("arguments"),
+                        ArgsWire::Encoded,
+                    ),
+                    "custom_tool_call" => (
+                        str_field(payload, "name"),
+                        payload.get("input"),
+                        ArgsWire::Value,
+                    ),
+                    _ => (Some("local_shell"), payload.get("action"), ArgsWire::Value),
                 };
                 let Some(tool) = tool else {
                     ctx.error(
@@ -115,7 +124,7 @@ pub(crate) fn rollout(ctx: &mut Ctx<'_>, input: &[u8]) {
                     call_id: call_id.map(str::to_owned),
                     ..env
                 };
-                ctx.announce(env, tool, args.cloned());
+                ctx.announce_as(env, tool, args.cloned(), wire);
             }
             ("response_item", "function_call_output" | "custom_tool_call_output") => {
                 let Some(call_id) = str_field(payload, "call_id") else {

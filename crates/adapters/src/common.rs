@@ -4,9 +4,10 @@
 use std::collections::HashMap;
 
 use serde_json::{Map, Value};
+use toolcalls_model::checksum::checksum_of_encoded;
 use toolcalls_model::{
-    checksum_of, Announce, CallId, Completion, Event, EventBody, SessionId, Source, ThreadId,
-    Timestamp, TurnEnd, TurnId,
+    checksum_of, Announce, CallId, Checksum, Completion, Event, EventBody, SessionId, Source,
+    ThreadId, Timestamp, TurnEnd, TurnId,
 };
 
 use crate::{Format, LineError, Options, Parsed};
@@ -110,6 +111,17 @@ impl<'a> Ctx<'a> {
         self.emit(env, EventBody::Announce(announce(tool, args)))
     }
 
+    /// [`Ctx::announce`] for a format that carries its arguments as `wire` says.
+    pub fn announce_as(
+        &mut self,
+        env: Envelope,
+        tool: &str,
+        args: Option<Value>,
+        wire: ArgsWire,
+    ) -> usize {
+        self.emit(env, EventBody::Announce(announce_as(tool, args, wire)))
+    }
+
     pub fn complete(&mut self, env: Envelope, c: Completion) -> usize {
         self.emit(env, EventBody::Completion(c))
     }
@@ -198,6 +210,7 @@ impl<'a> Ctx<'a> {
                 e.call_id = None;
             }
         }
+        distinct_times(&mut events);
         Parsed {
             events,
             errors: self.errors,
@@ -206,9 +219,74 @@ impl<'a> Ctx<'a> {
     }
 }
 
+/// Stamps distinct id-less calls apart. The processor knows a repeat of an event without an id by
+/// what it says, its time to the millisecond included (docs/ARCHITECTURE.md, Correlation →
+/// Repeats); two calls one file reports alike — parallel calls with the same tool and arguments
+/// in one message, which share the message's time — would be taken for one. So an id-less
+/// announce or completion that says what an earlier one of the file said, at the same time, is
+/// moved on by a millisecond until it does not. A file read twice is stamped the same twice.
+fn distinct_times(events: &mut [Event]) {
+    let mut seen: std::collections::HashSet<(String, i64)> = std::collections::HashSet::new();
+    for e in events.iter_mut().filter(|e| e.call_id.is_none()) {
+        let what = match &e.body {
+            EventBody::Announce(a) => format!(
+                "a\0{}\0{:?}",
+                a.tool,
+                a.checksum.as_ref().map(Checksum::as_str)
+            ),
+            EventBody::Completion(c) => format!(
+                "c\0{:?}\0{:?}\0{:?}\0{}{}",
+                c.tool,
+                c.checksum.as_ref().map(Checksum::as_str),
+                c.result.as_ref().map(|j| j.as_str()),
+                c.is_error,
+                c.cancelled
+            ),
+            _ => continue,
+        };
+        let key = format!(
+            "{}\0{}\0{:?}\0{what}",
+            e.source.as_str(),
+            e.session.as_str(),
+            e.thread.as_ref().map(|t| t.as_str())
+        );
+        let mut time = e.time;
+        while !seen.insert((key.clone(), time.millis())) {
+            time = time.plus_millis(1);
+        }
+        e.time = time;
+    }
+}
+
+/// How a format carries a call's arguments, which decides how a string among them is hashed
+/// (`toolcalls_model::checksum`, "What is hashed").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ArgsWire {
+    /// The arguments are the value (an object, or a string that is the argument itself: Codex and
+    /// Responses `custom_tool_call` input): hashed as they are.
+    Value,
+    /// A string holds the arguments as JSON text (OpenAI `function.arguments`, Codex
+    /// `function_call`, OTel `gen_ai.tool.call.arguments`): the value the text holds is hashed,
+    /// as the ADK's OpenAI battery hashes it and as the tool receives it.
+    Encoded,
+}
+
+/// The checksum of `tool` called with `args` as the format carries them.
+pub(crate) fn args_checksum(tool: &str, args: &Value, wire: ArgsWire) -> Checksum {
+    match (wire, args) {
+        (ArgsWire::Encoded, Value::String(encoded)) => checksum_of_encoded(tool, encoded),
+        _ => checksum_of(tool, Some(args)),
+    }
+}
+
 /// An announce with its checksum filled in when the arguments are known.
 pub(crate) fn announce(tool: &str, args: Option<Value>) -> Announce {
-    let checksum = args.as_ref().map(|a| checksum_of(tool, Some(a)));
+    announce_as(tool, args, ArgsWire::Value)
+}
+
+/// [`announce`] for a format that carries its arguments as `wire` says.
+pub(crate) fn announce_as(tool: &str, args: Option<Value>, wire: ArgsWire) -> Announce {
+    let checksum = args.as_ref().map(|a| args_checksum(tool, a, wire));
     Announce {
         tool: tool.to_owned(),
         args: (args).map(toolcalls_model::Json::from),
@@ -220,8 +298,13 @@ pub(crate) fn announce(tool: &str, args: Option<Value>) -> Announce {
 /// A completion's correlation hints: the tool, and when the format repeats the arguments on the
 /// result, the arguments and their checksum.
 pub(crate) fn hints(tool: Option<&str>, args: Option<Value>) -> Completion {
+    hints_as(tool, args, ArgsWire::Value)
+}
+
+/// [`hints`] for a format that carries its arguments as `wire` says.
+pub(crate) fn hints_as(tool: Option<&str>, args: Option<Value>, wire: ArgsWire) -> Completion {
     let checksum = match (tool, args.as_ref()) {
-        (Some(t), Some(a)) => Some(checksum_of(t, Some(a))),
+        (Some(t), Some(a)) => Some(args_checksum(t, a, wire)),
         _ => None,
     };
     Completion {
@@ -450,7 +533,8 @@ pub(crate) fn seconds(v: &Value) -> Option<Timestamp> {
     if !s.is_finite() {
         return None;
     }
-    Some(Timestamp::from_millis((s * 1000.0).round() as i64))
+    // `as` saturates; a number beyond the years RFC 3339 can write is not a time.
+    Timestamp::from_millis_checked((s * 1000.0).round() as i64)
 }
 
 /// A time in whatever form a logger wrote it: RFC 3339, or a number (or numeric string) of
@@ -478,7 +562,7 @@ pub(crate) fn loose_time(v: &Value) -> Option<Timestamp> {
     } else {
         n / 1e6
     };
-    Some(Timestamp::from_millis(ms.round() as i64))
+    Timestamp::from_millis_checked(ms.round() as i64)
 }
 
 /// The text of an error-ish value, for matching well-known messages.
@@ -495,6 +579,49 @@ pub(crate) fn text_of(v: &Value) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn identical_idless_calls_of_one_file_get_distinct_times() {
+        let opts = Options::default();
+        let mut ctx = Ctx::new(Format::Gemini, "x.jsonl", &opts);
+        let at = |ms| Envelope {
+            time: Timestamp::from_millis(ms),
+            ..Envelope::default()
+        };
+        let args = || Some(serde_json::json!({"path": "/a"}));
+        ctx.announce(at(100), "read", args());
+        ctx.announce(at(100), "read", args());
+        ctx.announce(at(100), "list", args());
+        ctx.announce(at(101), "read", args());
+        ctx.announce(
+            Envelope {
+                call_id: Some("c1".into()),
+                ..at(100)
+            },
+            "read",
+            args(),
+        );
+        let times: Vec<i64> = ctx
+            .finish()
+            .events
+            .iter()
+            .map(|e| e.time.millis())
+            .collect();
+        // The second identical call moves to 101, the one at 101 to 102; another tool, and a
+        // call with an id, keep their times.
+        assert_eq!(times, [100, 101, 100, 102, 100]);
+        // The same file again: the same times.
+        let mut again = Ctx::new(Format::Gemini, "x.jsonl", &opts);
+        again.announce(at(100), "read", args());
+        again.announce(at(100), "read", args());
+        let times: Vec<i64> = again
+            .finish()
+            .events
+            .iter()
+            .map(|e| e.time.millis())
+            .collect();
+        assert_eq!(times, [100, 101]);
+    }
 
     #[test]
     fn clock_uses_native_time_then_counts_lines_from_it() {

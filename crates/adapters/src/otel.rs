@@ -3,7 +3,9 @@
 use serde_json::{Map, Value};
 use toolcalls_model::{Completion, EventBody, Timestamp};
 
-use crate::common::{announce, hints, is_pretty_document, lines, str_field, Ctx, Envelope};
+use crate::common::{
+    announce_as, hints_as, is_pretty_document, lines, str_field, ArgsWire, Ctx, Envelope,
+};
 
 /// OTLP JSON traces (`{"resourceSpans": [...]}`): one export request per line, as the OpenTelemetry
 /// Collector's file exporter writes them, or one document.
@@ -135,7 +137,8 @@ fn span_events(
         attributes: Some(span_attrs),
         ..Envelope::default()
     };
-    let mut a = announce(tool, args.clone());
+    // The conventions record structured arguments as JSON text.
+    let mut a = announce_as(tool, args.clone(), ArgsWire::Encoded);
     a.agent = ["gen_ai.agent.name", "gen_ai.agent.id"]
         .iter()
         .find_map(|k| attrs.get(*k).and_then(Value::as_str))
@@ -153,7 +156,7 @@ fn span_events(
         is_error,
         started_at: Some(start),
         duration_ms: Some(end.millis_since(start)),
-        ..hints(Some(tool), args)
+        ..hints_as(Some(tool), args, ArgsWire::Encoded)
     };
     let seq = out.len();
     out.push((
@@ -234,7 +237,7 @@ fn nanos(v: Option<&Value>) -> Option<Timestamp> {
     }
     i64::try_from(n / 1_000_000)
         .ok()
-        .map(Timestamp::from_millis)
+        .and_then(Timestamp::from_millis_checked)
 }
 
 #[cfg(test)]

@@ -21,8 +21,18 @@ pub struct Config {
     /// Most pending entries (calls and waiting results) a partition keeps; over it the oldest are
     /// closed as `Evicted` records.
     pub max_pending: usize,
+    /// Most bytes of pending state (the estimate of
+    /// [`Correlator::pending_bytes`](crate::Correlator::pending_bytes): entries, their payloads
+    /// and their share of the indexes) a partition keeps; over it the oldest entries are closed
+    /// as `Evicted` records, so a flood of large arguments cannot exhaust memory.
+    pub max_pending_bytes: usize,
     /// Most closed ids remembered for de-duplication; over it the oldest are forgotten.
     pub max_remembered: usize,
+    /// A session (a scope) that sent nothing for this long of wall clock, as the runtime tells it
+    /// (the processor; local mode has no wall clock), goes idle: its deadlines then follow the
+    /// partition's stream time instead of its own clock (docs/ARCHITECTURE.md, Correlation →
+    /// Time).
+    pub session_idle_ms: u64,
     /// How many input topics feed the correlator (the processor: 2). Stream time waits until
     /// events of each have been seen and then follows the slowest (see
     /// [`Correlator::advance`](crate::Correlator::advance) for moving past a topic that has gone
@@ -39,7 +49,9 @@ impl Default for Config {
             idempotency_window_ms: 10 * 60 * 1000,
             dedupe_window_ms: 10 * 60 * 1000,
             max_pending: 100_000,
+            max_pending_bytes: 256 << 20,
             max_remembered: 200_000,
+            session_idle_ms: 30 * 1000,
             input_topics: 1,
         }
     }
@@ -50,6 +62,9 @@ impl Config {
     pub fn validate(&self) -> Result<(), String> {
         if self.max_pending == 0 {
             return Err("max_pending must be at least 1".into());
+        }
+        if self.max_pending_bytes == 0 {
+            return Err("max_pending_bytes must be greater than 0".into());
         }
         if self.call_timeout_ms == 0 {
             return Err("call_timeout_ms must be greater than 0".into());

@@ -64,10 +64,70 @@ pub(crate) struct ExecEnd {
     pub duration_ms: Option<u64>,
 }
 
+/// An input [`Position`] in 8 bytes: the input in the top 16 bits, the offset in the other 48.
+/// Holds every position of an input below 65535 at an offset in `0 .. 2^48` (a partition
+/// taking a million events a second reaches 2^48 in nine years); [`Call::add_position`] keeps
+/// any other in the extras. [`PackedPos::NONE`] holds none.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PackedPos(u64);
+
+impl PackedPos {
+    pub const NONE: PackedPos = PackedPos(u64::MAX);
+    const OFFSET_BITS: u32 = 48;
+
+    pub fn new(pos: Position) -> Option<PackedPos> {
+        let fits = pos.topic < u16::MAX && (0..1i64 << Self::OFFSET_BITS).contains(&pos.offset);
+        fits.then(|| PackedPos((u64::from(pos.topic) << Self::OFFSET_BITS) | pos.offset as u64))
+    }
+
+    pub fn get(self) -> Option<Position> {
+        (self != PackedPos::NONE).then(|| {
+            Position::new(
+                (self.0 >> Self::OFFSET_BITS) as u16,
+                (self.0 & ((1 << Self::OFFSET_BITS) - 1)) as i64,
+            )
+        })
+    }
+}
+
+impl std::fmt::Debug for PackedPos {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.get().fmt(f)
+    }
+}
+
+/// Adds `pos` to a rarely used list: the first one allocates room for one (a `Vec` would take
+/// four), later ones grow it as a `Vec` does.
+pub(crate) fn push_position(positions: &mut Vec<Position>, pos: Position) {
+    if positions.capacity() == 0 {
+        positions.reserve_exact(1);
+    }
+    positions.push(pos);
+}
+
+/// Positions in JSON text (a call's [`Extras`]) as `[[topic, offset], …]`.
+mod position_pairs {
+    use crate::Position;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[Position], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(v.iter().map(|p| (p.topic, p.offset)))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Position>, D::Error> {
+        let pairs = Vec::<(u16, i64)>::deserialize(d)?;
+        Ok(pairs
+            .into_iter()
+            .map(|(t, o)| Position::new(t, o))
+            .collect())
+    }
+}
+
 /// An announced call waiting for its result.
 ///
-/// 152 bytes (a test below holds it there); every call has one. What a call carries only
-/// sometimes is in [`Extras`].
+/// 160 bytes (a test below holds it there; mimalloc's size class for it is the same as for the
+/// 152 bytes it had before it held its first position); every call has one. What a call carries
+/// only sometimes is in [`Extras`].
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Call {
     /// The scope, an index into the correlator's scope table (the changelog carries the key).
@@ -90,6 +150,9 @@ pub(crate) struct Call {
     pub events: u32,
     pub duplicates: u32,
     pub attempts: u32,
+    /// The input position of its first event (its announce), packed; the positions of the other
+    /// events merged into it are in [`Extras::positions`] (see [`Call::positions`]).
+    pub pos: PackedPos,
     pub extras: Option<Box<Extras>>,
 }
 
@@ -120,6 +183,15 @@ pub(crate) struct Extras {
     pub hooks: Vec<HookDecisionEntry>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attributes: Option<Map<String, Value>>,
+    /// Input positions of the events merged into the call besides the one in [`Call::pos`]
+    /// (repeats, facts, collapsed retries, the events of a waiting result it took); a result that
+    /// closes the call is not kept, it goes straight into the record.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        with = "position_pairs"
+    )]
+    pub positions: Vec<Position>,
 }
 
 impl Extras {
@@ -173,6 +245,33 @@ impl Call {
         self.extras.get_or_insert_with(Default::default)
     }
 
+    /// The input positions of the events merged into the call so far (in no particular order:
+    /// one that did not fit [`PackedPos`] is in the extras).
+    pub fn positions(&self) -> impl Iterator<Item = Position> + '_ {
+        let more = self.extras.as_ref().map_or(&[][..], |x| &x.positions);
+        self.pos.get().into_iter().chain(more.iter().copied())
+    }
+
+    /// Notes that an event at `pos` was merged into the call: in [`Call::pos`] if that is free
+    /// and `pos` fits, else in the extras.
+    pub fn add_position(&mut self, pos: Position) {
+        if self.pos.get().is_none() {
+            if let Some(packed) = PackedPos::new(pos) {
+                self.pos = packed;
+                return;
+            }
+        }
+        push_position(&mut self.extras_mut().positions, pos);
+    }
+
+    /// Notes the positions of events merged into the call elsewhere first (a waiting result it
+    /// took).
+    pub fn add_positions(&mut self, positions: Vec<Position>) {
+        for pos in positions {
+            self.add_position(pos);
+        }
+    }
+
     /// Stores `extras` unless they hold nothing.
     pub fn set_extras(&mut self, extras: Extras) {
         self.extras = (!extras.is_empty()).then(|| Box::new(extras));
@@ -188,6 +287,8 @@ pub(crate) struct Done {
     pub cancelled: bool,
     pub started_at: Option<Timestamp>,
     pub duration_ms: Option<u64>,
+    /// The input position of the completion.
+    pub pos: Position,
 }
 
 /// A fact about a call other than its result. Serialized: the changelog writes a waiting
@@ -230,6 +331,9 @@ pub(crate) struct WaitingResult {
     /// The result, once a completion came (an entry of facts alone has none).
     pub done: Option<Done>,
     pub facts: Vec<Fact>,
+    /// Input positions of the events merged into it, in the order they came, but for its
+    /// result's (which [`Done::pos`] holds).
+    pub positions: Vec<Position>,
     pub first_at: Timestamp,
     pub updated_at: Timestamp,
     pub events: u32,
@@ -249,13 +353,18 @@ impl WaitingResult {
     }
 }
 
-/// A call that was closed and published, remembered so repeats count as duplicates and retries
-/// with the same idempotency key collapse into it.
+/// A call that was closed and published, remembered so repeats (by id, or by repeat key for
+/// events without one) count as late and retries with the same idempotency key collapse into it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Closed {
     pub scope: ScopeIx,
     pub expires: Timestamp,
     pub ids: Vec<CallId>,
+    /// Whether the call was announced with an id of its own (its scope's calls carry ids).
+    pub announced_with_id: bool,
+    /// The repeat keys of the events without an id that went into the call
+    /// (`correlator/repeats.rs`): its announce, its completion.
+    pub repeats: Box<[u64]>,
     /// Only for calls with an idempotency key.
     pub idem: Option<Box<Idempotent>>,
 }
@@ -304,6 +413,12 @@ pub(crate) enum EntryRef<'a> {
         closed: &'a Closed,
     },
     Meta(&'a Meta),
+    /// A scope's own clock (`correlator/clock.rs`).
+    Scope {
+        scope: &'a ScopeKey,
+        clocks: [Option<Timestamp>; 2],
+        idle: bool,
+    },
 }
 
 /// One changelog value, as read back.
@@ -323,6 +438,11 @@ pub(crate) enum Entry {
         closed: Box<Closed>,
     },
     Meta(Meta),
+    Scope {
+        scope: ScopeKey,
+        clocks: [Option<Timestamp>; 2],
+        idle: bool,
+    },
 }
 
 /// The key of the partition-wide entry.
@@ -347,12 +467,68 @@ mod tests {
     /// The sizes the memory budget of a pending call rests on (benches/processor/README.md §3).
     #[test]
     fn a_pending_call_is_one_small_allocation() {
-        assert_eq!(std::mem::size_of::<Call>(), 152);
+        assert_eq!(std::mem::size_of::<Call>(), 160);
         assert_eq!(std::mem::size_of::<Live>(), std::mem::size_of::<Call>());
         assert_eq!(std::mem::size_of::<Box<Live>>(), 8);
         // Remembered calls are held inline in a B-tree: a leaf of 11 of them and their keys
         // stays under 1 KiB.
-        assert_eq!(std::mem::size_of::<Closed>(), 48);
+        assert_eq!(std::mem::size_of::<Closed>(), 64);
+    }
+
+    #[test]
+    fn positions_pack_into_a_word_or_go_to_the_extras() {
+        for pos in [
+            Position::new(0, 0),
+            Position::new(1, 41),
+            Position::new(u16::MAX - 1, (1 << 48) - 1),
+        ] {
+            assert_eq!(PackedPos::new(pos).and_then(PackedPos::get), Some(pos));
+        }
+        for pos in [
+            Position::new(u16::MAX, 0),
+            Position::new(0, -1),
+            Position::new(0, 1 << 48),
+            Position::new(0, i64::MAX),
+        ] {
+            assert_eq!(PackedPos::new(pos), None, "{pos:?}");
+        }
+        assert_eq!(PackedPos::NONE.get(), None);
+        let mut call = Call {
+            scope: 0,
+            tool: 0,
+            key: "k".into(),
+            has_id: true,
+            record_id: toolcalls_model::RecordId(uuid::Uuid::nil()),
+            turn: None,
+            args: None,
+            checksum: None,
+            created_at: Timestamp(0),
+            updated_at: Timestamp(0),
+            deadline: Timestamp(0),
+            cause: DeadlineCause::Timeout,
+            denied: false,
+            events: 1,
+            duplicates: 0,
+            attempts: 1,
+            pos: PackedPos::NONE,
+            extras: None,
+        };
+        let all = [
+            Position::new(0, -3),
+            Position::new(0, 4),
+            Position::new(1, 2),
+        ];
+        call.add_positions(all.to_vec());
+        assert_eq!(call.positions().collect::<Vec<_>>().len(), 3);
+        assert_eq!(
+            call.pos.get(),
+            Some(Position::new(0, 4)),
+            "the first that fits"
+        );
+        let text = serde_json::to_string(call.extras.as_deref().unwrap()).unwrap();
+        assert_eq!(text, r#"{"positions":[[0,-3],[1,2]]}"#);
+        let back: Extras = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.positions, [all[0], all[2]]);
     }
 
     #[test]

@@ -157,15 +157,18 @@ fn changelog_restore_continues_where_it_stopped() {
     let seqs: Vec<u64> = keys.iter().filter_map(|k| k.parse().ok()).collect();
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{keys:?}");
     assert_eq!(keys.last(), Some(&"meta"));
-    assert_eq!(ops.len(), seqs.len() + 1);
+    // Besides the entries and meta: the session's clock, under a key of its own.
+    let scopes = keys.iter().filter(|k| k.starts_with('s')).count();
+    assert_eq!(scopes, 1, "{keys:?}");
+    assert_eq!(ops.len(), seqs.len() + scopes + 1);
     let last = ops.last().unwrap().pos;
     assert_eq!(last, Position::new(0, 4), "meta: the last event");
     assert_eq!(
         ops.iter()
             .filter(|op| op.pos == Position::new(0, 4))
             .count(),
-        2,
-        "c's entry and meta were last changed by c's result: {ops:?}"
+        3,
+        "c's entry, the session's clock and meta were last changed by c's result: {ops:?}"
     );
     assert!(h.c.take_changelog().is_empty(), "taken once");
     let latest: Vec<(String, Vec<u8>)> = ops
@@ -208,20 +211,31 @@ fn an_entry_born_and_gone_between_checkpoints_writes_no_tombstone() {
             .filter_map(|op| Some((Correlator::changelog_key_seq(&op.key)?, op.value.is_some())))
             .collect()
     };
-    // An id-less call that opens and closes before the checkpoint: nothing of it was ever
-    // written, so nothing of it is written now (only the partition-wide entry).
-    h.apply(ev("s").at(0).announce("A", json!({"n": 1})));
+    // A result waiting for its call, taken by the call before the checkpoint: the waiting entry
+    // was never written, so nothing of it is written now — only the call, remembered once closed
+    // (by the repeat keys of its id-less events), and the partition-wide entry.
     h.apply(ev("s").at(1).done_tool("A", json!(1)));
+    h.apply(ev("s").at(0).announce("A", json!({"n": 1})));
     let ops = h.c.take_changelog();
-    assert_eq!(seqs(&ops), [], "{ops:?}");
-    assert_eq!(ops.len(), 1);
-    // One still pending at the checkpoint is written; once it closes, its tombstone follows.
+    let first = seqs(&ops);
+    assert_eq!(first.len(), 1, "{ops:?}");
+    assert!(first[0].1, "a value");
+    assert_eq!(
+        ops.len(),
+        3,
+        "the call, the session's clock and meta: {ops:?}"
+    );
+    // One still pending at the checkpoint is written; once it closes, its tombstone follows,
+    // once it is forgotten.
     h.apply(ev("s").at(2).announce("B", json!({"n": 2})));
     let written = seqs(&h.c.take_changelog());
     assert_eq!(written.len(), 1);
     assert!(written[0].1, "a value");
     h.apply(ev("s").at(3).done_tool("B", json!(2)));
-    assert_eq!(seqs(&h.c.take_changelog()), [(written[0].0, false)]);
+    assert_eq!(seqs(&h.c.take_changelog()), [(written[0].0, true)]);
+    h.advance(config().dedupe_window_ms as i64 + 10);
+    let forgotten = seqs(&h.c.take_changelog());
+    assert!(forgotten.contains(&(written[0].0, false)), "{forgotten:?}");
     // A call with an id is remembered once closed (for repeats): that entry is written.
     h.apply(ev("s").id("c").at(4).announce("C", json!({})));
     h.apply(ev("s").id("c").at(5).done(json!(0)));
@@ -229,6 +243,16 @@ fn an_entry_born_and_gone_between_checkpoints_writes_no_tombstone() {
     assert_eq!(remembered.len(), 1);
     assert!(remembered[0].1 && remembered[0].0 > written[0].0);
     assert_eq!(h.take().len(), 3);
+    // A call that opens and closes between checkpoints and is forgotten before the next one
+    // leaves nothing: its key was never written.
+    h.apply(ev("s").id("d").at(6).announce("D", json!({})));
+    h.apply(ev("s").id("d").at(7).done(json!(0)));
+    h.advance(10 * config().dedupe_window_ms as i64);
+    let ops = h.c.take_changelog();
+    assert!(
+        seqs(&ops).iter().all(|&(seq, _)| seq <= remembered[0].0),
+        "{ops:?}"
+    );
 }
 
 #[test]

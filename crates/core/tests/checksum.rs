@@ -37,14 +37,29 @@ fn checksum_links_id_less_calls_oldest_first() {
 
 #[test]
 fn openai_style_string_args_checksum_like_objects() {
+    // Arguments sent as JSON text: the producer names the checksum of the value they hold (the
+    // adapters do, see docs/ADAPTERS.md); without one, a string is hashed as a string, as the
+    // ADK's `Tool.executor` hashes what the tool received.
+    let text = "{\"b\":1,\"a\":[1.0]}";
     let mut h = Harness::new();
-    h.apply(ev("s").at(0).announce("f", json!("{\"b\":1,\"a\":[1.0]}")));
+    h.apply(ev("s").at(0).announce_with(Announce {
+        tool: "f".into(),
+        args: Some(json!(text).into()),
+        checksum: Some(toolcalls_model::checksum::checksum_of_encoded("f", text)),
+        ..Default::default()
+    }));
     assert_eq!(
         h.apply(
             ev("s")
                 .at(5)
                 .done_args("f", json!({"a": [1], "b": 1}), json!(null))
         ),
+        Outcome::Matched(Strategy::Checksum)
+    );
+    h.one();
+    h.apply(ev("s").at(6).announce("g", json!(text)));
+    assert_eq!(
+        h.apply(ev("s").at(7).done_args("g", json!(text), json!(null))),
         Outcome::Matched(Strategy::Checksum)
     );
 }

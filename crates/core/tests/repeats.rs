@@ -53,3 +53,100 @@ fn same_call_id_with_another_tool_is_rejected() {
         Outcome::Rejected("conflicting_call_id")
     );
 }
+
+#[test]
+fn a_copy_of_an_idless_announce_is_a_duplicate_while_pending_and_late_once_closed() {
+    let mut h = Harness::new();
+    let call = || ev("s").at(10).announce("Read", json!({"path": "a"}));
+    assert_eq!(h.apply(call()), Outcome::Pending);
+    assert_eq!(h.apply(call()), Outcome::Duplicate);
+    assert_eq!(
+        h.apply(ev("s").at(12).done_tool("Read", json!("text"))),
+        Outcome::Matched(Strategy::ToolFifo)
+    );
+    let r = h.one();
+    assert_eq!(r.status.phase, Phase::Succeeded);
+    assert_eq!(r.correlation.duplicates, 1);
+    assert_eq!(r.correlation.events_merged, 3);
+    // A copy delivered after the result: no new call, no TimedOut record later.
+    assert_eq!(h.apply(call()), Outcome::Late);
+    h.advance(10_000_000);
+    assert!(h.take().is_empty());
+}
+
+#[test]
+fn a_copy_of_an_idless_result_is_a_duplicate_while_waiting_and_late_once_closed() {
+    let mut h = Harness::new();
+    let result = || ev("s").at(12).done_tool("Read", json!("text"));
+    assert_eq!(h.apply(result()), Outcome::Pending);
+    assert_eq!(h.apply(result()), Outcome::Duplicate);
+    h.apply(ev("s").at(10).announce("Read", json!({"path": "a"})));
+    let r = h.one();
+    assert_eq!(r.status.phase, Phase::Succeeded);
+    assert_eq!(r.correlation.duplicates, 1);
+    // After the record: the copy takes no other call of the tool.
+    h.apply(ev("s").at(13).announce("Read", json!({"path": "b"})));
+    assert_eq!(h.apply(result()), Outcome::Late);
+    h.apply(ev("s").at(14).done_tool("Read", json!("b's text")));
+    let r = h.one();
+    assert_eq!(r.spec.input, Some(Json::from(json!({"path": "b"}))));
+    assert_eq!(r.status.output, Some(Json::from(json!("b's text"))));
+}
+
+#[test]
+fn identical_idless_calls_at_different_times_are_different_calls() {
+    let mut h = Harness::new();
+    let call = |ms| ev("s").at(ms).announce("Read", json!({"path": "a"}));
+    assert_eq!(h.apply(call(10)), Outcome::Pending);
+    assert_eq!(h.apply(call(11)), Outcome::Pending);
+    // Same time, another result: the same announce time does not make results copies.
+    h.apply(ev("s").at(20).done_tool("Read", json!(1)));
+    assert_eq!(
+        h.apply(ev("s").at(20).done_tool("Read", json!(2))),
+        Outcome::Matched(Strategy::ToolFifo)
+    );
+    assert_eq!(h.take().len(), 2);
+    // Another scope's identical event is no copy either.
+    assert_eq!(
+        h.apply(ev("other").at(10).announce("Read", json!({"path": "a"}))),
+        Outcome::Pending
+    );
+}
+
+#[test]
+fn an_idless_copy_after_the_dedupe_window_is_a_new_call() {
+    let mut h = Harness::new();
+    let call = || ev("s").at(10).announce("Read", json!({}));
+    h.apply(call());
+    h.apply(ev("s").at(11).done_tool("Read", json!(1)));
+    h.one();
+    h.advance(10 + config().dedupe_window_ms as i64 + 1);
+    assert_eq!(h.apply(call()), Outcome::Pending);
+}
+
+#[test]
+fn idless_repeats_are_known_after_a_restore() {
+    let mut h = Harness::new();
+    let call = || ev("s").at(10).announce("Read", json!({}));
+    let result = || ev("s").at(11).done_tool("Read", json!(1));
+    h.apply(call());
+    h.apply(result());
+    h.apply(ev("s").at(12).announce("Write", json!({})));
+    h.apply(ev("s").at(13).done_tool("Grep", json!(2)));
+    h.take();
+    let latest: Vec<(String, Vec<u8>)> =
+        h.c.take_changelog()
+            .into_iter()
+            .filter_map(|op| Some((op.key, op.value?)))
+            .collect();
+    let mut restored = toolcalls_core::Correlator::restore(config(), latest).unwrap();
+    let mut out = toolcalls_core::Effects::default();
+    let pos = toolcalls_core::Position::new(0, 100);
+    assert_eq!(restored.apply(call(), pos, &mut out), Outcome::Late);
+    assert_eq!(restored.apply(result(), pos, &mut out), Outcome::Late);
+    let write = ev("s").at(12).announce("Write", json!({}));
+    assert_eq!(restored.apply(write, pos, &mut out), Outcome::Duplicate);
+    let grep = ev("s").at(13).done_tool("Grep", json!(2));
+    assert_eq!(restored.apply(grep, pos, &mut out), Outcome::Duplicate);
+    assert!(out.records.is_empty());
+}

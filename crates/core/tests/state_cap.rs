@@ -62,3 +62,50 @@ fn state_cap_evicts_oldest_first_while_calls_come_and_go() {
     assert_eq!(views, ["5", "6", "7"], "oldest first");
     assert_eq!(h.c.pending_len(), 3);
 }
+
+#[test]
+fn the_byte_cap_evicts_the_oldest_when_large_arguments_flood_in() {
+    let cap = 200_000;
+    let mut h = Harness::with(toolcalls_core::Config {
+        max_pending_bytes: cap,
+        ..config()
+    });
+    let big = "x".repeat(10_000);
+    let mut evicted = Vec::new();
+    for i in 0..100 {
+        let id = format!("c{i}");
+        h.apply(
+            ev("s")
+                .id(&id)
+                .at(i)
+                .announce("Write", json!({"text": big})),
+        );
+        assert!(
+            h.c.pending_bytes() <= cap,
+            "{} over {cap}",
+            h.c.pending_bytes()
+        );
+        for r in h.take() {
+            assert_eq!(r.status.phase, Phase::Evicted);
+            assert!(r
+                .status
+                .reason
+                .as_deref()
+                .unwrap()
+                .contains("max_pending_bytes"));
+            evicted.push(r.stream_id.unwrap().as_str().to_owned());
+        }
+    }
+    // Oldest first, and the rest of the traffic flows: the newest calls still complete.
+    assert_eq!(evicted[..3], ["c0", "c1", "c2"]);
+    assert!(evicted.len() > 80, "{}", evicted.len());
+    assert_eq!(
+        h.apply(ev("s").id("c99").at(200).done(json!(0))),
+        Outcome::Matched(Strategy::CallId)
+    );
+    assert_eq!(h.one().status.phase, Phase::Succeeded);
+    assert_eq!(
+        h.apply(ev("s").id("c0").at(201).done(json!(0))),
+        Outcome::Late
+    );
+}

@@ -24,20 +24,35 @@
 //!   the rest are sorted with [`cmp_utf16`].
 //! - **Strings.** `"` and `\` are escaped, control characters become `\b \f \n \r \t` or
 //!   `\u00xx` (lowercase hex). Nothing else is escaped: not `/`, not DEL, not U+2028/U+2029, not
-//!   non-ASCII. (Lone surrogates, which modern `JSON.stringify` escapes, cannot occur in a Rust
-//!   string.)
+//!   non-ASCII — except a **lone surrogate**, which `JSON.stringify` (well-formed since ES2019)
+//!   writes as a lowercase `\udxxx` escape. A JavaScript string is UTF-16 and can hold one (the
+//!   text `"\ud800"` is valid JSON, and what `JSON.stringify` writes for it); a Rust string cannot,
+//!   so [`write_canonical_text`] reads such text as UTF-16 code units: an escaped pair
+//!   (`\ud83d\ude00`) is one character, written as itself; a lone half is written as its escape,
+//!   and sorts among keys by its code unit.
+//! - **Numbers beyond a double.** `JSON.parse("1e400")` is `Infinity` (and `-1e400` `-Infinity`),
+//!   which `JSON.stringify` writes as `null`; `1e-400` is `0`.
+//! - **Depth.** `JSON.parse` and `canonicalStringify` take values nested far deeper than
+//!   serde_json's 128 levels (`canonicalStringify` recurses, and runs out of stack near 2,400
+//!   levels on node 20's default stack). [`write_canonical_text`] reads and writes without
+//!   recursion up to [`crate::json::MAX_DEPTH`] levels.
 //!
-//! Inputs that JavaScript's `JSON.parse` accepts but `serde_json` rejects (a number literal that
-//! overflows to `Infinity`, `\ud800` lone-surrogate escapes, nesting deeper than 128) never reach
-//! this module; they fail earlier, when the event is decoded.
+//! The three are what serde_json refuses and `JSON.parse` takes, so [`write_canonical_text`]
+//! handles them on a second path that reads the text as JavaScript does (`crate::jstext`), taken
+//! only when serde_json refuses the text. [`write_canonical`] works on a `serde_json::Value`,
+//! which cannot hold any of the three; it recurses over the value, which serde_json builds at most
+//! 128 levels deep.
 
 use std::borrow::Cow;
-use std::cmp::Ordering;
 use std::fmt;
 use std::sync::OnceLock;
 
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
+
+pub(crate) use crate::jsstring::needs_escape;
+pub use crate::jsstring::{cmp_utf16, write_js_string};
+use crate::jstext::{JsNode, JsStr, JsTree};
 
 /// Returns the canonical JSON text of `value` (see the [module docs](self)).
 ///
@@ -106,133 +121,6 @@ pub fn write_js_number(n: &Number, out: &mut String) {
         }
     } else {
         write_f64(n.as_f64().unwrap_or(f64::NAN), out);
-    }
-}
-
-/// Appends `s` as a JSON string literal with `JSON.stringify` escaping (see the
-/// [module docs](self)).
-pub fn write_js_string(s: &str, out: &mut String) {
-    let bytes = s.as_bytes();
-    out.reserve(bytes.len() + 2);
-    out.push('"');
-    // Runs of bytes that need no escaping (usually the whole string) are copied in one go.
-    let mut run_start = 0;
-    let mut next = find_escape(bytes, 0);
-    while let Some(i) = next {
-        // `i` is an ASCII byte, hence a char boundary.
-        out.push_str(&s[run_start..i]);
-        write_escape(bytes[i], out);
-        run_start = i + 1;
-        next = find_escape(bytes, run_start);
-    }
-    out.push_str(&s[run_start..]);
-    out.push('"');
-}
-
-/// Whether any byte of `bytes` needs escaping in a JSON string (the same bytes for
-/// `JSON.stringify` and serde_json: `"`, `\\` and the C0 controls).
-pub(crate) fn needs_escape(bytes: &[u8]) -> bool {
-    find_escape(bytes, 0).is_some()
-}
-
-/// Index of the first byte at or after `from` that needs escaping.
-fn find_escape(bytes: &[u8], from: usize) -> Option<usize> {
-    let mut i = from;
-    // Eight bytes at a time while none needs escaping; the word tests are exact, so a flagged
-    // word holds the byte the scan below finds.
-    while let Some(chunk) = bytes.get(i..i + 8) {
-        if word_needs_escape(u64::from_le_bytes(
-            chunk.try_into().expect("slice of eight bytes"),
-        )) {
-            break;
-        }
-        i += 8;
-    }
-    bytes[i..]
-        .iter()
-        .position(|&b| byte_needs_escape(b))
-        .map(|offset| i + offset)
-}
-
-/// Whether `JSON.stringify` escapes this byte: `"`, `\` and the C0 controls. Bytes of multi-byte
-/// UTF-8 sequences are all >= 0x80 and never escaped.
-fn byte_needs_escape(b: u8) -> bool {
-    b < 0x20 || b == b'"' || b == b'\\'
-}
-
-/// Whether any of the eight bytes packed in `word` needs escaping, with the classic exact
-/// "has a zero byte" / "has a byte less than n" bit tricks.
-fn word_needs_escape(word: u64) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let has_zero = |w: u64| w.wrapping_sub(ONES) & !w & HIGHS;
-    let below_space = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
-    let quote = has_zero(word ^ (ONES * u64::from(b'"')));
-    let backslash = has_zero(word ^ (ONES * u64::from(b'\\')));
-    (below_space | quote | backslash) != 0
-}
-
-/// Appends the `JSON.stringify` escape of a byte for which [`byte_needs_escape`] holds.
-fn write_escape(b: u8, out: &mut String) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let short = match b {
-        b'"' => "\\\"",
-        b'\\' => "\\\\",
-        b'\n' => "\\n",
-        b'\r' => "\\r",
-        b'\t' => "\\t",
-        0x08 => "\\b",
-        0x0c => "\\f",
-        _ => "",
-    };
-    if short.is_empty() {
-        out.push_str("\\u00");
-        out.push(char::from(HEX[usize::from(b >> 4)]));
-        out.push(char::from(HEX[usize::from(b & 0x0f)]));
-    } else {
-        out.push_str(short);
-    }
-}
-
-/// Compares two strings the way JavaScript's default `Array.prototype.sort()` does: by UTF-16
-/// code units.
-///
-/// This equals Rust's `str` ordering (by code point) except where the first differing characters
-/// are an astral one (U+10000 and above, encoded as a surrogate pair D800..DFFF) and one in
-/// U+E000..=U+FFFF: in UTF-16 the astral character sorts first.
-#[must_use]
-pub fn cmp_utf16(a: &str, b: &str) -> Ordering {
-    let (ab, bb) = (a.as_bytes(), b.as_bytes());
-    let Some(first_diff) = ab.iter().zip(bb).position(|(x, y)| x != y) else {
-        // One is a prefix of the other: the shorter sorts first in either encoding.
-        return ab.len().cmp(&bb.len());
-    };
-    // Both strings share the bytes before `first_diff`, so they share a char boundary at the start
-    // of the character containing it; the characters starting there are the first that differ.
-    let mut start = first_diff;
-    while !a.is_char_boundary(start) {
-        start -= 1;
-    }
-    let ca = a[start..].chars().next().map_or(0, u32::from);
-    let cb = b[start..].chars().next().map_or(0, u32::from);
-    match (ca >= 0x1_0000, cb >= 0x1_0000) {
-        // Same plane class: surrogate pairs preserve code point order among astral characters.
-        (false, false) | (true, true) => ca.cmp(&cb),
-        // A leading surrogate (D800..DBFF) is above U+0000..=U+D7FF and below U+E000..=U+FFFF.
-        (true, false) => {
-            if cb >= 0xE000 {
-                Ordering::Less
-            } else {
-                Ordering::Greater
-            }
-        }
-        (false, true) => {
-            if ca >= 0xE000 {
-                Ordering::Greater
-            } else {
-                Ordering::Less
-            }
-        }
     }
 }
 
@@ -320,7 +208,7 @@ fn write_u64(mut n: u64, out: &mut String) {
 }
 
 /// Appends a double as `Number.prototype.toString` prints it; non-finite values as `null`.
-fn write_f64(f: f64, out: &mut String) {
+pub(crate) fn write_f64(f: f64, out: &mut String) {
     /// 2^53: every integral double up to here prints as its plain decimal digits.
     const MAX_EXACT: f64 = 9_007_199_254_740_992.0;
 
@@ -340,28 +228,102 @@ fn write_f64(f: f64, out: &mut String) {
     }
 }
 
-/// Appends the canonical JSON text of the JSON value in `text` — the same bytes as
-/// [`write_canonical`] of `serde_json::from_str::<Value>(text)`, without building the `Value`:
-/// strings without escapes stay borrowed from `text`, objects are sorted vectors instead of
-/// B-tree maps. With `string_is_json`, a top-level string holding JSON is canonicalised as that
-/// JSON (the checksum reads OpenAI-style string arguments so, see [`crate::checksum`]).
+/// Why [`write_canonical_text`] could not read its text: not one JSON value, or nested deeper than
+/// [`crate::json::MAX_DEPTH`].
+pub use crate::jstext::ParseError as TextError;
+
+/// Appends the canonical JSON text of the JSON value in `text`, as `canonicalStringify` writes
+/// what JavaScript's `JSON.parse` makes of `text` — without building a `Value`, and also for the
+/// texts `JSON.parse` takes and `serde_json` refuses (see the [module docs](self)).
 ///
-/// Errors only when `text` is not JSON (or nests deeper than serde_json's limit); `out` may then
-/// hold part of the output.
-pub fn write_canonical_text(
-    text: &str,
-    string_is_json: bool,
-    out: &mut String,
-) -> Result<(), serde_json::Error> {
-    let node: Node<'_> = serde_json::from_str(text)?;
-    match node {
-        Node::Str(inner) if string_is_json => match serde_json::from_str::<Node<'_>>(&inner) {
-            Ok(parsed) => parsed.write(out),
-            Err(_) => write_js_string(&inner, out),
-        },
-        node => node.write(out),
+/// Two paths give the same bytes. The fast one reads the text with serde_json into a tree that
+/// borrows strings without escapes from `text` and sorts objects as vectors; it covers every text
+/// serde_json reads (at most 128 levels, no lone surrogate, numbers within range of a double).
+/// When serde_json refuses the text, the JavaScript reader ([`crate::jstext`]) takes over: UTF-16
+/// strings, numbers from their literal text, an explicit stack instead of recursion.
+///
+/// # Errors
+///
+/// Only when `text` is not one JSON value, or nests deeper than [`crate::json::MAX_DEPTH`]
+/// levels; `out` is then left as it was.
+pub fn write_canonical_text(text: &str, out: &mut String) -> Result<(), TextError> {
+    let start = out.len();
+    if let Ok(node) = serde_json::from_str::<Node<'_>>(text) {
+        node.write(out);
+        return Ok(());
     }
+    out.truncate(start);
+    let tree = crate::jstext::parse(text, crate::json::MAX_DEPTH)?;
+    write_tree(&tree, out);
     Ok(())
+}
+
+/// Appends the canonical text of a tree read by [`crate::jstext::parse`], in one loop over an
+/// explicit stack: any depth the tree has costs heap, not stack.
+fn write_tree(tree: &JsTree<'_>, out: &mut String) {
+    /// A container being written: what is left of it.
+    enum Frame<'t> {
+        Array(&'t [usize], usize),
+        Object(Vec<&'t (JsStr<'t>, usize)>, usize),
+    }
+    let mut stack: Vec<Frame<'_>> = Vec::new();
+    let mut next = if tree.nodes.is_empty() { None } else { Some(0) };
+    loop {
+        if let Some(index) = next.take() {
+            match tree.nodes.get(index) {
+                None | Some(JsNode::Null) => out.push_str("null"),
+                Some(JsNode::Bool(true)) => out.push_str("true"),
+                Some(JsNode::Bool(false)) => out.push_str("false"),
+                // `JSON.parse` rounds the literal to the nearest double (beyond the range:
+                // Infinity, which `JSON.stringify` writes as `null`); so does `str::parse`.
+                Some(JsNode::Number(literal)) => {
+                    write_f64(literal.parse::<f64>().unwrap_or(f64::NAN), out);
+                }
+                Some(JsNode::Str(s)) => s.write_js(out),
+                Some(JsNode::Array(items)) => {
+                    out.push('[');
+                    stack.push(Frame::Array(items, 0));
+                }
+                Some(JsNode::Object(entries)) => {
+                    out.push('{');
+                    stack.push(Frame::Object(JsTree::sorted_entries(entries), 0));
+                }
+            }
+        }
+        let Some(frame) = stack.last_mut() else {
+            return;
+        };
+        match frame {
+            Frame::Array(items, i) => match items.get(*i) {
+                Some(&item) => {
+                    if *i > 0 {
+                        out.push(',');
+                    }
+                    *i += 1;
+                    next = Some(item);
+                }
+                None => {
+                    out.push(']');
+                    stack.pop();
+                }
+            },
+            Frame::Object(entries, i) => match entries.get(*i) {
+                Some(&(key, value)) => {
+                    if *i > 0 {
+                        out.push(',');
+                    }
+                    *i += 1;
+                    key.write_js(out);
+                    out.push(':');
+                    next = Some(*value);
+                }
+                None => {
+                    out.push('}');
+                    stack.pop();
+                }
+            },
+        }
+    }
 }
 
 /// A JSON value borrowed from its text, as [`write_canonical_text`] reads it. Numbers arrive

@@ -7,21 +7,49 @@
 //! `src/lib/classes/tool.ts`, `src/lib/dispatch_runner.ts`). The checksum collides by design for
 //! identical `{tool, args}`, which is what the correlator's checksum strategy relies on.
 //!
-//! [`checksum_of`] reproduces it bit for bit, with two rules about `args` that matter:
+//! [`checksum_of`] reproduces it bit for bit (the canonical text: [`crate::canonical`]), also on
+//! the texts JavaScript's `JSON.parse` takes and serde_json refuses — lone surrogate escapes,
+//! numbers beyond a double, deep nesting — which [`checksum_of_json`] reads from the verbatim
+//! text. `crates/model/tests/adk_vectors.rs` pins vectors computed by the ADK's own code.
 //!
-//! - **Args given as a JSON string** (the OpenAI style, `"arguments": "{\"a\":1}"`) are parsed
-//!   first; when the string is valid JSON the parsed value is hashed, otherwise the string itself.
-//!   ADK batteries parse such strings before hashing too. (The OpenAI Chat Completions battery goes
-//!   further and hashes `{}` when the string is empty, not JSON, or JSON but not an object; a
-//!   producer that wants those checksums must send the args it hashed.) The string is parsed with
-//!   `serde_json`, which rejects a few texts `JSON.parse` takes (a number overflowing to
-//!   `Infinity`, a `\ud800` lone-surrogate escape, nesting deeper than 128); such a string is
-//!   hashed as a string, where JavaScript would hash the parsed value.
-//! - **Absent args** are *not* omitted. `canonicalStringify` builds `'"args":' +
-//!   canonicalStringify(undefined)`, and `JSON.stringify(undefined)` is `undefined`, so JavaScript
-//!   concatenates the word: the hashed text is `{"args":undefined,"tool":"…"}` — not JSON, but what
-//!   `Tool.executor` hashes for a call without arguments. (The `reportToolCall` helper instead
-//!   leaves the checksum empty until args are known.) `null` args hash as `"args":null`.
+//! # What is hashed: `args` as a value, or as encoded text
+//!
+//! Every ADK path hashes the JavaScript value it has in hand; they differ in where that value
+//! comes from, and that is what decides how a **string** argument is hashed:
+//!
+//! - `Tool.executor` hashes the raw argument value it is called with (a string stays a string);
+//!   `reportToolCall` hashes whatever `args` a battery reports, also as is.
+//! - The batteries turn a provider's wire form into that value first. The OpenAI Chat Completions
+//!   battery `JSON.parse`s `function.arguments` (a string of JSON text) and uses the object — or
+//!   `{}` when the text is empty, not JSON, or not an object — for its `ToolCall.checksum`, for
+//!   `reportToolCall` *and* as the argument of `Tool.executor`. So the battery's announce and the
+//!   observability bus's `toolExecutionStart` / `End` carry the same checksum: both hash the
+//!   parsed object.
+//!
+//! toolcalls follows the same split, by who holds the value:
+//!
+//! - **v1 events** ([`checksum_of`], [`checksum_of_json`]; what the correlator computes when an
+//!   event has `args` but no `checksum`): `args` is the value, hashed as sent — a JSON string is
+//!   a string. A v1 event from the ADK carries the JavaScript value its buses reported (the
+//!   battery's parsed object, or a tool's own string argument), so this is exactly what
+//!   `Tool.executor` hashed into the `callId` of the execution events the announce must meet
+//!   (`"42"` hashes as the string `"42"`, not as the number `42`; `"{\"a\":1}"` as that string).
+//! - **Formats whose wire encodes the arguments as JSON text** ([`checksum_of_encoded`]: OpenAI
+//!   Chat Completions `function.arguments`, Responses `arguments`, Codex `function_call`
+//!   `arguments`, OTel `gen_ai.tool.call.arguments`): the adapters keep `args` verbatim (the
+//!   string) and set the checksum of the value the text holds, as the battery does and as
+//!   `Tool.executor` then sees it. Where the text is not JSON the string itself is hashed, and
+//!   JSON that is not an object is hashed as what it is: the OpenAI battery hashes `{}` in both
+//!   cases, but it never runs such a call (no execution events to meet), and `{}` would give
+//!   every malformed call of a tool one checksum.
+//! - **Free-form string inputs** (Codex and Responses `custom_tool_call` `input`): the string is
+//!   the argument; hashed as a string.
+//!
+//! **Absent args** are *not* omitted. `canonicalStringify` builds `'"args":' +
+//! canonicalStringify(undefined)`, and `JSON.stringify(undefined)` is `undefined`, so JavaScript
+//! concatenates the word: the hashed text is `{"args":undefined,"tool":"…"}` — not JSON, but what
+//! `Tool.executor` hashes for a call without arguments. (The `reportToolCall` helper instead
+//! leaves the checksum empty until args are known.) `null` args hash as `"args":null`.
 
 use std::cell::RefCell;
 use std::fmt;
@@ -182,8 +210,9 @@ thread_local! {
     static BUFFER: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
-/// [`checksum_of`] for arguments kept verbatim: the text is read (as JavaScript's `JSON.parse`
-/// would read it, numbers through `f64`) and hashed, without building a `Value`.
+/// [`checksum_of`] for arguments kept verbatim: the text is read as JavaScript's `JSON.parse`
+/// reads it (numbers through `f64`, lone surrogates as UTF-16) and hashed, without building a
+/// `Value`. A JSON string is hashed as a string (see the [module docs](self)).
 pub fn checksum_of_json(tool: &str, args: Option<&crate::json::Json>) -> Checksum {
     Checksum::from_digest(digest_of_json(tool, args))
 }
@@ -193,18 +222,62 @@ pub fn digest_of_json(tool: &str, args: Option<&crate::json::Json>) -> [u8; 32] 
     let Some(json) = args else {
         return digest_of(tool, None);
     };
-    with_buffer(|buffer| {
-        buffer.push_str("{\"args\":");
-        if crate::canonical::write_canonical_text(json.as_str(), true, buffer).is_err() {
-            // A `Json` always holds valid JSON; should it not, the tree path says the same.
-            buffer.clear();
-            write_checksum_input(tool, Some(&json.to_value()), buffer);
-            return;
-        }
-        buffer.push_str(",\"tool\":");
-        write_js_string(tool, buffer);
-        buffer.push('}');
-    })
+    with_buffer(|buffer| write_json_checksum_input(tool, json.as_str(), buffer))
+}
+
+/// Returns the exact text [`checksum_of_json`] hashes, for diagnostics and tests.
+#[must_use]
+pub fn json_checksum_input(tool: &str, args: Option<&crate::json::Json>) -> String {
+    let mut out = String::new();
+    match args {
+        None => write_checksum_input(tool, None, &mut out),
+        Some(json) => write_json_checksum_input(tool, json.as_str(), &mut out),
+    }
+    out
+}
+
+/// Appends `{"args":<canonical text of the JSON text>,"tool":<tool>}`.
+fn write_json_checksum_input(tool: &str, text: &str, out: &mut String) {
+    out.push_str("{\"args\":");
+    if crate::canonical::write_canonical_text(text, out).is_err() {
+        // Unreachable for a `Json`, which holds one JSON value within `MAX_DEPTH`; should the
+        // text be anything else, it is hashed as the string it is, never a panic.
+        write_js_string(text, out);
+    }
+    out.push_str(",\"tool\":");
+    write_js_string(tool, out);
+    out.push('}');
+}
+
+/// The checksum of a call whose format carries the arguments as JSON text in a string (OpenAI
+/// function calling, Codex `function_call`, OTel `gen_ai.tool.call.arguments`): the value the
+/// text holds when it is JSON (as the ADK's OpenAI battery parses it before hashing and before
+/// calling the tool), else the string itself (see the [module docs](self)).
+#[must_use]
+pub fn checksum_of_encoded(tool: &str, encoded: &str) -> Checksum {
+    Checksum::from_digest(with_buffer(|buffer| {
+        write_encoded_checksum_input(tool, encoded, buffer);
+    }))
+}
+
+/// Returns the exact text [`checksum_of_encoded`] hashes, for diagnostics and tests.
+#[must_use]
+pub fn encoded_checksum_input(tool: &str, encoded: &str) -> String {
+    let mut out = String::new();
+    write_encoded_checksum_input(tool, encoded, &mut out);
+    out
+}
+
+fn write_encoded_checksum_input(tool: &str, encoded: &str, out: &mut String) {
+    out.push_str("{\"args\":");
+    let start = out.len();
+    if crate::canonical::write_canonical_text(encoded, out).is_err() {
+        out.truncate(start);
+        write_js_string(encoded, out);
+    }
+    out.push_str(",\"tool\":");
+    write_js_string(tool, out);
+    out.push('}');
 }
 
 /// SHA-256 of what `write` puts into the per-thread scratch buffer.
@@ -236,7 +309,7 @@ pub fn digest_of(tool: &str, args: Option<&Value>) -> [u8; 32] {
 
 /// Computes the ADK checksum of a tool call: `sha256(canonicalStringify({ tool, args }))`.
 ///
-/// `args` is the value as received; a JSON string is parsed first and `None` hashes as
+/// `args` is the value as received, hashed as is (a string as a string), and `None` hashes as
 /// JavaScript's `undefined` (see the [module docs](self)). The canonical text is written into a
 /// per-thread buffer that is reused across calls, and hashed in one pass.
 #[must_use]
@@ -259,10 +332,6 @@ pub fn write_checksum_input(tool: &str, args: Option<&Value>, out: &mut String) 
     out.push_str("{\"args\":");
     match args {
         None => out.push_str("undefined"),
-        Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
-            Ok(parsed) => write_canonical(&parsed, out),
-            Err(_) => write_js_string(text, out),
-        },
         Some(value) => write_canonical(value, out),
     }
     out.push_str(",\"tool\":");
@@ -315,22 +384,58 @@ mod tests {
     }
 
     #[test]
-    fn json_string_args_are_parsed_first() {
-        let object = json!({"b": 1, "a": 2});
-        let string = Value::String(r#"{ "a": 2, "b": 1.0 }"#.to_owned());
-        assert_eq!(
-            checksum_of("t", Some(&object)),
-            checksum_of("t", Some(&string))
-        );
+    fn string_args_are_hashed_as_strings() {
+        // As `Tool.executor` hashes a string argument: JSON inside it or not.
+        for text in ["not json", r#"{ "a": 2, "b": 1.0 }"#, "42", "null"] {
+            let args = Value::String(text.to_owned());
+            let mut expected = String::from("{\"args\":");
+            write_js_string(text, &mut expected);
+            expected.push_str(",\"tool\":\"t\"}");
+            assert_eq!(checksum_input("t", Some(&args)), expected);
+            let json = crate::json::Json::from(args.clone());
+            assert_eq!(
+                checksum_of_json("t", Some(&json)),
+                checksum_of("t", Some(&args))
+            );
+        }
     }
 
     #[test]
-    fn non_json_string_args_are_hashed_as_strings() {
-        let args = Value::String("not json".to_owned());
+    fn encoded_args_hash_the_value_they_hold() {
+        let object = json!({"b": 1, "a": 2});
         assert_eq!(
-            checksum_input("t", Some(&args)),
-            r#"{"args":"not json","tool":"t"}"#
+            checksum_of_encoded("t", r#"{ "a": 2, "b": 1.0 }"#),
+            checksum_of("t", Some(&object))
         );
+        assert_eq!(
+            encoded_checksum_input("t", "[3, 1e400]"),
+            r#"{"args":[3,null],"tool":"t"}"#
+        );
+        // Not JSON: the string itself.
+        assert_eq!(
+            checksum_of_encoded("t", "{\"a\":1"),
+            checksum_of("t", Some(&Value::String("{\"a\":1".into())))
+        );
+        assert_eq!(encoded_checksum_input("t", ""), r#"{"args":"","tool":"t"}"#);
+    }
+
+    #[test]
+    fn verbatim_text_serde_json_refuses_is_hashed_as_javascript_reads_it() {
+        let cases = [
+            (r#""\ud800""#, r#"{"args":"\ud800","tool":"t"}"#),
+            (
+                r#"{"b":1e400,"a":"\ude00\ud83d"}"#,
+                r#"{"args":{"a":"\ude00\ud83d","b":null},"tool":"t"}"#,
+            ),
+        ];
+        for (text, canonical) in cases {
+            let json = crate::json::Json::parse(text).unwrap();
+            assert_eq!(json_checksum_input("t", Some(&json)), canonical);
+            assert_eq!(
+                checksum_of_json("t", Some(&json)),
+                Checksum::from_digest(Sha256::digest(canonical.as_bytes()).into())
+            );
+        }
     }
 
     #[test]

@@ -10,14 +10,34 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 use std::fmt;
 
-/// How deep a value may nest: serde_json's own limit for the rest of a message, so that every
-/// `Json` can also be read as a [`Value`].
-pub const MAX_DEPTH: usize = 128;
+/// How deep a value may nest (arrays and objects, counted from 1 for the value itself).
+///
+/// JavaScript's `JSON.parse` has no such limit, and @nhtio/adk hashes what its recursive
+/// `canonicalStringify` can walk: on node 20's default stack about 2,460 levels of arrays and
+/// 2,340 of objects (deeper, it throws `RangeError` and the call gets no checksum). 4,096 covers
+/// every value the ADK can hash. Everything this program does with a `Json` past its decoding —
+/// checking the bound, canonical text and checksum, the record encoder copying the text — is a
+/// loop, never a recursion, so the bound is about memory and time, not the stack. Beyond it a
+/// value is refused when it is read, with a "recursion limit exceeded" error (the event's
+/// `too_deep` reason). serde_json captures a `RawValue` (how a `Json` inside a message is read)
+/// by skipping it in a loop, with no depth limit and taking lone surrogates and any number, so
+/// the bound is checked here, on the captured text.
+///
+/// serde_json's own parser stops at 128 levels: [`Json::try_to_value`] fails on such values,
+/// and [`Json::to_value`] cuts them (see there). The rest of an event (its envelope,
+/// `attributes`, `hookContext`) is read by serde_json, so its limit holds there.
+pub const MAX_DEPTH: usize = 4096;
+
+/// How deep serde_json nests a [`Value`] it builds: its recursion limit of 128 refuses a 128th
+/// level.
+const VALUE_DEPTH: usize = 127;
 
 /// A JSON value kept as its text. Equality compares the text.
 ///
-/// Invariant: the text is one valid JSON value nesting at most [`MAX_DEPTH`] levels, so
-/// [`Json::to_value`] cannot fail.
+/// Invariant: the text is one valid JSON value nesting at most [`MAX_DEPTH`] levels. It may hold
+/// what JavaScript's `JSON.parse` takes and a [`Value`] cannot: a lone surrogate escape
+/// (`"\ud800"`), a number beyond the range of a double (`1e400`), 128 levels or more; hence
+/// [`Json::try_to_value`] can fail, and [`Json::to_value`] is lossy.
 #[derive(Clone)]
 pub struct Json(Box<RawValue>);
 
@@ -39,9 +59,27 @@ impl Json {
         self.0.get()
     }
 
-    /// The value as a tree (parses the text).
+    /// The value as a tree, exactly; fails where a [`Value`] cannot hold the text: a lone
+    /// surrogate escape, a number beyond the range of a double, nesting 128 levels or more.
+    pub fn try_to_value(&self) -> Result<Value, serde_json::Error> {
+        serde_json::from_str(self.0.get())
+    }
+
+    /// The value as a tree, lossy where a [`Value`] cannot hold the text (never panics):
+    ///
+    /// - a lone surrogate becomes U+FFFD (as `String::from_utf16_lossy` makes it);
+    /// - a number beyond the range of a double becomes `null` (what `JSON.stringify` writes for
+    ///   the `Infinity` `JSON.parse` makes of it);
+    /// - a value nested deeper than 127 levels (the most serde_json builds, and what its
+    ///   recursive functions over a `Value` — drop, compare, serialize — are safe within)
+    ///   becomes `null`.
+    ///
+    /// Everything else is exact, as [`Json::try_to_value`] gives it.
     pub fn to_value(&self) -> Value {
-        serde_json::from_str(self.0.get()).expect("Json holds valid JSON")
+        match self.try_to_value() {
+            Ok(value) => value,
+            Err(_) => lossy_value(self.as_str()),
+        }
     }
 }
 
@@ -60,8 +98,9 @@ impl PartialEq for Json {
 impl Eq for Json {}
 
 impl PartialEq<Value> for Json {
+    /// Equal when the text reads as exactly that value (never for text a `Value` cannot hold).
     fn eq(&self, other: &Value) -> bool {
-        &self.to_value() == other
+        self.try_to_value().is_ok_and(|value| &value == other)
     }
 }
 
@@ -89,6 +128,67 @@ impl<'de> Deserialize<'de> for Json {
         check_depth(raw.get()).map_err(serde::de::Error::custom)?;
         Ok(Json(raw))
     }
+}
+
+/// [`Json::to_value`] for text serde_json refuses: read as JavaScript reads it, then made a
+/// [`Value`] bottom-up in one loop (children come after their parent in the arena, so walking it
+/// backwards meets every child before its parent).
+fn lossy_value(text: &str) -> Value {
+    use crate::jstext::JsNode;
+    let Ok(tree) = crate::jstext::parse(text, MAX_DEPTH) else {
+        return Value::Null;
+    };
+    // Depth of each node, parents first.
+    let mut depth = vec![1usize; tree.nodes.len()];
+    for (index, node) in tree.nodes.iter().enumerate() {
+        let children: Vec<usize> = match node {
+            JsNode::Array(items) => items.clone(),
+            JsNode::Object(entries) => entries.iter().map(|(_, child)| *child).collect(),
+            _ => continue,
+        };
+        let below = depth[index] + 1;
+        for child in children {
+            if let Some(d) = depth.get_mut(child) {
+                *d = below;
+            }
+        }
+    }
+    let mut values: Vec<Option<Value>> = vec![None; tree.nodes.len()];
+    for index in (0..tree.nodes.len()).rev() {
+        if depth[index] > VALUE_DEPTH {
+            // Cut: nothing below 127 levels is built, so no deep `Value` ever exists.
+            values[index] = Some(Value::Null);
+            continue;
+        }
+        let mut take = |child: usize| values.get_mut(child).and_then(Option::take);
+        let value = match &tree.nodes[index] {
+            JsNode::Null => Value::Null,
+            JsNode::Bool(b) => Value::Bool(*b),
+            JsNode::Number(literal) => serde_json::from_str::<serde_json::Number>(literal)
+                .map(Value::Number)
+                .unwrap_or(Value::Null),
+            JsNode::Str(s) => Value::String(s.to_string_lossy()),
+            JsNode::Array(items) => Value::Array(
+                items
+                    .iter()
+                    .map(|&i| take(i).unwrap_or(Value::Null))
+                    .collect(),
+            ),
+            JsNode::Object(entries) => {
+                let mut map = serde_json::Map::new();
+                for (key, child) in entries {
+                    // The last of duplicate keys wins, as in `JSON.parse` and serde_json.
+                    map.insert(key.to_string_lossy(), take(*child).unwrap_or(Value::Null));
+                }
+                Value::Object(map)
+            }
+        };
+        values[index] = Some(value);
+    }
+    values
+        .first_mut()
+        .and_then(Option::take)
+        .unwrap_or(Value::Null)
 }
 
 /// Fails when valid JSON `text` nests deeper than [`MAX_DEPTH`] (brackets inside strings do not
@@ -178,12 +278,51 @@ mod tests {
         let msg = format!("[{}]", deep(MAX_DEPTH + 5));
         assert!(serde_json::from_str::<Vec<Json>>(&msg).is_err());
         // Brackets inside strings are text, not nesting.
-        let text = format!("\"{}\\\"{}\"", "[".repeat(500), "{".repeat(500));
+        let text = format!("\"{}\\\"{}\"", "[".repeat(MAX_DEPTH), "{".repeat(MAX_DEPTH));
         assert!(Json::parse(&text).is_ok(), "{text}");
         // Many brackets, little depth.
-        let wide = format!("[{}]", vec!["[{}]"; 300].join(","));
+        let wide = format!("[{}]", vec!["[{}]"; MAX_DEPTH].join(","));
         assert!(Json::parse(&wide).is_ok());
-        let deep_among_many = format!("[{},{}]", vec!["[]"; 300].join(","), deep(MAX_DEPTH));
+        let deep_among_many = format!("[{},{}]", vec!["[]"; MAX_DEPTH].join(","), deep(MAX_DEPTH));
         assert!(Json::parse(&deep_among_many).is_err());
+    }
+
+    #[test]
+    fn holds_what_javascript_parses_and_a_value_cannot() {
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        for text in [
+            r#""\ud800""#,
+            "1e400",
+            "-1e400",
+            &deep(128),
+            &deep(MAX_DEPTH),
+        ] {
+            let json = Json::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert!(json.try_to_value().is_err(), "{text}");
+            // Lossy, never a panic.
+            let _ = json.to_value();
+            assert!(json != Value::Null);
+        }
+        let lossy = Json::parse(r#"{"a":"x\ud800y\ud83d\ude00","b":[1e400,-1e-400,7],"a":1}"#)
+            .unwrap()
+            .to_value();
+        assert_eq!(lossy, json!({"a": 1, "b": [null, -0.0, 7]}));
+        let lossy = Json::parse(r#"["x\udc00", 1e999]"#).unwrap().to_value();
+        assert_eq!(lossy, json!(["x\u{FFFD}", null]));
+        // Nesting is cut where serde_json stops.
+        let cut = Json::parse(&deep(MAX_DEPTH)).unwrap().to_value();
+        let mut depth = 0;
+        let mut v = &cut;
+        while let Value::Array(items) = v {
+            depth += 1;
+            v = items.first().unwrap_or(&Value::Null);
+        }
+        assert_eq!(depth, VALUE_DEPTH);
+        let exact = Json::parse(&deep(VALUE_DEPTH)).unwrap();
+        assert_eq!(exact.to_value(), exact.try_to_value().unwrap());
+        assert!(Json::parse(&deep(VALUE_DEPTH + 1))
+            .unwrap()
+            .try_to_value()
+            .is_err());
     }
 }

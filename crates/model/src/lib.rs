@@ -20,6 +20,8 @@ pub mod checksum;
 pub mod event;
 pub mod ids;
 pub mod json;
+mod jsstring;
+mod jstext;
 pub mod record;
 pub mod time;
 

@@ -13,8 +13,22 @@ use time::OffsetDateTime;
 pub struct Timestamp(pub i64);
 
 impl Timestamp {
+    /// The earliest time RFC 3339 can write: `0000-01-01T00:00:00.000Z`.
+    pub const MIN_RFC3339: Timestamp = Timestamp(-62_167_219_200_000);
+    /// The latest time RFC 3339 can write: `9999-12-31T23:59:59.999Z`.
+    pub const MAX_RFC3339: Timestamp = Timestamp(253_402_300_799_999);
+
     pub const fn from_millis(ms: i64) -> Self {
         Self(ms)
+    }
+
+    /// A time read from a number in an input (seconds or milliseconds a format wrote), or `None`
+    /// when it lies outside the years 0000–9999 that RFC 3339 can write: such a number is not a
+    /// time, and an event must not carry one it cannot write.
+    pub fn from_millis_checked(ms: i64) -> Option<Self> {
+        (Self::MIN_RFC3339.0..=Self::MAX_RFC3339.0)
+            .contains(&ms)
+            .then_some(Self(ms))
     }
 
     pub const fn millis(self) -> i64 {
@@ -60,19 +74,25 @@ impl Timestamp {
     }
 
     /// The RFC 3339 form in UTC with millisecond precision.
+    ///
+    /// A time outside the years 0000–9999 that RFC 3339 can write is written as the nearest one it
+    /// can ([`Timestamp::MIN_RFC3339`], [`Timestamp::MAX_RFC3339`]): what is written always reads
+    /// back. Inputs cannot make such times (parsing refuses them, adapters drop numbers beyond
+    /// them); only arithmetic that saturates can, such as a deadline past the end of time.
     pub fn to_rfc3339(self) -> String {
         let mut buf = [0u8; 24];
         match self.write_rfc3339(&mut buf) {
             Some(s) => s.to_owned(),
-            None => self.to_rfc3339_slow(),
+            None => String::from("0000-01-01T00:00:00.000Z"),
         }
     }
 
-    /// Writes `YYYY-MM-DDTHH:MM:SS.mmmZ` into `buf` without allocating; `None` outside the years
-    /// 0000–9999 that RFC 3339 can express.
+    /// Writes `YYYY-MM-DDTHH:MM:SS.mmmZ` into `buf` without allocating, clamped to the years
+    /// 0000–9999 that RFC 3339 can express (see [`Timestamp::to_rfc3339`]); always `Some`.
     pub(crate) fn write_rfc3339(self, buf: &mut [u8; 24]) -> Option<&str> {
-        let days = self.0.div_euclid(86_400_000);
-        let ms_of_day = self.0.rem_euclid(86_400_000);
+        let ms = self.0.clamp(Self::MIN_RFC3339.0, Self::MAX_RFC3339.0);
+        let days = ms.div_euclid(86_400_000);
+        let ms_of_day = ms.rem_euclid(86_400_000);
         // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
         let z = days + 719_468;
         let era = z.div_euclid(146_097);
@@ -111,21 +131,6 @@ impl Timestamp {
             buf[at] = c;
         }
         std::str::from_utf8(buf).ok()
-    }
-
-    fn to_rfc3339_slow(self) -> String {
-        let dt = OffsetDateTime::from_unix_timestamp_nanos(i128::from(self.0) * 1_000_000)
-            .unwrap_or(OffsetDateTime::UNIX_EPOCH);
-        format!(
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-            dt.year(),
-            u8::from(dt.month()),
-            dt.day(),
-            dt.hour(),
-            dt.minute(),
-            dt.second(),
-            dt.millisecond()
-        )
     }
 }
 
@@ -208,7 +213,7 @@ impl Serialize for Timestamp {
         let mut buf = [0u8; 24];
         match self.write_rfc3339(&mut buf) {
             Some(text) => s.serialize_str(text),
-            None => s.serialize_str(&self.to_rfc3339_slow()),
+            None => s.serialize_str(&self.to_rfc3339()),
         }
     }
 }
@@ -262,18 +267,27 @@ mod tests {
 
     #[test]
     fn fast_formatting_agrees_with_the_time_crate() {
+        let slow = |t: Timestamp| {
+            let dt = OffsetDateTime::from_unix_timestamp_nanos(i128::from(t.0) * 1_000_000)
+                .expect("within the time crate's range");
+            format!(
+                "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+                dt.year(),
+                u8::from(dt.month()),
+                dt.day(),
+                dt.hour(),
+                dt.minute(),
+                dt.second(),
+                dt.millisecond()
+            )
+        };
         let mut ms: i64 = -62_135_596_800_000; // 0001-01-01
         while ms < 253_402_300_799_999 {
             let t = Timestamp(ms);
-            assert_eq!(t.to_rfc3339(), t.to_rfc3339_slow(), "{ms}");
+            assert_eq!(t.to_rfc3339(), slow(t), "{ms}");
             assert_eq!(Timestamp::parse_rfc3339(&t.to_rfc3339()).unwrap(), t);
             ms += 86_399_937_123; // about 1,000 days, drifting through the times of day
         }
-        // Years RFC 3339 cannot write fall back to the slow path instead of printing nonsense.
-        assert_eq!(
-            Timestamp(i64::MAX).to_rfc3339(),
-            Timestamp(i64::MAX).to_rfc3339_slow()
-        );
     }
 
     #[test]
@@ -336,6 +350,27 @@ mod tests {
         for text in ["2026-05-10T10:35:00Z", "2026-05-10T10:35:00.123Z"] {
             assert!(parse_utc_fast(text.as_bytes()).is_some(), "{text}");
         }
+    }
+
+    #[test]
+    fn times_beyond_rfc3339_are_written_as_the_nearest_it_can_write() {
+        let min = Timestamp::parse_rfc3339("0000-01-01T00:00:00Z").unwrap();
+        let max = Timestamp::parse_rfc3339("9999-12-31T23:59:59.999Z").unwrap();
+        assert_eq!((min, max), (Timestamp::MIN_RFC3339, Timestamp::MAX_RFC3339));
+        for (t, text) in [
+            (i64::MAX, "9999-12-31T23:59:59.999Z"),
+            (Timestamp::MAX_RFC3339.0 + 1, "9999-12-31T23:59:59.999Z"),
+            (i64::MIN, "0000-01-01T00:00:00.000Z"),
+            (Timestamp::MIN_RFC3339.0 - 1, "0000-01-01T00:00:00.000Z"),
+        ] {
+            assert_eq!(Timestamp(t).to_rfc3339(), text);
+            assert_eq!(
+                serde_json::to_string(&Timestamp(t)).unwrap(),
+                format!("\"{text}\"")
+            );
+            assert!(Timestamp::from_millis_checked(t).is_none());
+        }
+        assert_eq!(Timestamp::from_millis_checked(0), Some(Timestamp(0)));
     }
 
     #[test]

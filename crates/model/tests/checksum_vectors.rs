@@ -1,7 +1,9 @@
 //! Pins the ADK checksum to vectors produced by real JavaScript.
 //!
 //! `tests/data/checksum-vectors.json` is the output of `scripts/checksum-vectors.mjs`, which runs
-//! @nhtio/adk's `canonicalStringify` semantics on values made by `JSON.parse`. This test checks that
+//! @nhtio/adk's `canonicalStringify` semantics on values made by `JSON.parse` (rule `value`: the
+//! args of a v1 event, a string hashed as a string; rule `encoded`: a string of JSON text as the
+//! openai, codex and otel adapters hash it, see `toolcalls_model::checksum`). This test checks that
 //! the Rust side reproduces every canonical text and checksum, that the committed file is what the
 //! script prints today (when node is available), and, with proptest, that the canonical form is
 //! valid JSON for the same value and a fixed point.
@@ -13,7 +15,10 @@ use proptest::prelude::*;
 use serde::Deserialize;
 use serde_json::Value;
 use toolcalls_model::canonical::{canonical_string, cmp_utf16};
-use toolcalls_model::checksum::{checksum_input, checksum_of, checksum_of_json};
+use toolcalls_model::checksum::{
+    checksum_input, checksum_of, checksum_of_encoded, checksum_of_json, encoded_checksum_input,
+    json_checksum_input,
+};
 use toolcalls_model::json::Json;
 use toolcalls_model::Checksum;
 
@@ -22,6 +27,9 @@ use toolcalls_model::Checksum;
 #[serde(deny_unknown_fields)]
 struct Vector {
     name: String,
+    /// `value` ([`checksum_of`], [`checksum_of_json`]) or `encoded` ([`checksum_of_encoded`] of the
+    /// string `args_json` holds).
+    rule: String,
     tool: String,
     /// The exact JSON text of `args` as a producer sends it; `None` when the event has no args.
     args_json: Option<String>,
@@ -49,6 +57,29 @@ fn rust_matches_every_javascript_vector() {
     let vectors = committed_vectors();
     assert!(vectors.len() >= 40, "vector file looks truncated");
     for vector in &vectors {
+        if vector.rule == "encoded" {
+            let Some(Value::String(encoded)) = vector
+                .args_json
+                .as_deref()
+                .map(|text| serde_json::from_str::<Value>(text).unwrap())
+            else {
+                panic!("{}: an encoded vector holds a string", vector.name)
+            };
+            assert_eq!(
+                encoded_checksum_input(&vector.tool, &encoded),
+                vector.canonical,
+                "canonical text differs for vector {}",
+                vector.name
+            );
+            assert_eq!(
+                checksum_of_encoded(&vector.tool, &encoded).as_str(),
+                vector.checksum,
+                "checksum differs for vector {}",
+                vector.name
+            );
+            continue;
+        }
+        assert_eq!(vector.rule, "value", "{}", vector.name);
         let args: Option<Value> = vector.args_json.as_deref().map(|text| {
             serde_json::from_str(text)
                 .unwrap_or_else(|e| panic!("{}: args_json does not parse: {e}", vector.name))
@@ -134,7 +165,8 @@ fn verbatim_text_with_duplicate_keys_hashes_as_javascript_reads_it() {
         checksum_input("t", Some(&value)),
         r#"{"args":{"a":{"x":3,"y":[4]},"b":"last"},"tool":"t"}"#
     );
-    // OpenAI-style string arguments: the string's JSON is what is hashed, escapes and all.
+    // OpenAI-style string arguments: a v1 event's string is a string; as encoded arguments the
+    // string's JSON is what is hashed, escapes and all.
     let text = r#""{\"q\": \"caf\\u00e9\", \"n\": 1.50}""#;
     let json = Json::parse(text).unwrap();
     let value: Value = serde_json::from_str(text).unwrap();
@@ -144,6 +176,10 @@ fn verbatim_text_with_duplicate_keys_hashes_as_javascript_reads_it() {
     );
     assert_eq!(
         checksum_input("s", Some(&value)),
+        r#"{"args":"{\"q\": \"caf\\u00e9\", \"n\": 1.50}","tool":"s"}"#
+    );
+    assert_eq!(
+        encoded_checksum_input("s", value.as_str().unwrap()),
         r#"{"args":{"n":1.5,"q":"café"},"tool":"s"}"#
     );
 }
@@ -257,11 +293,21 @@ proptest! {
     }
 
     #[test]
-    fn checksum_of_json_string_args_equals_checksum_of_the_value(value in arb_json()) {
-        // A string is parsed only once, so a string value would not survive the extra encoding.
-        prop_assume!(!value.is_string());
-        let as_text = Value::String(value.to_string());
-        prop_assert_eq!(checksum_of("t", Some(&as_text)), checksum_of("t", Some(&value)));
+    fn encoded_args_hash_as_the_value_they_encode(value in arb_json()) {
+        for text in [value.to_string(), unusual_text(&value)] {
+            prop_assert_eq!(checksum_of_encoded("t", &text), checksum_of("t", Some(&value)));
+        }
+    }
+
+    #[test]
+    fn string_args_hash_as_strings(s in arb_string()) {
+        let value = Value::String(s.clone());
+        let json = Json::from(value.clone());
+        prop_assert_eq!(checksum_of_json("t", Some(&json)), checksum_of("t", Some(&value)));
+        let mut expected = String::from("{\"args\":");
+        expected.push_str(&serde_json::to_string(&s).unwrap());
+        expected.push_str(",\"tool\":\"t\"}");
+        prop_assert_eq!(checksum_input("t", Some(&value)), expected);
     }
 
     #[test]
@@ -274,10 +320,30 @@ proptest! {
                 "text {}", text
             );
         }
-        // As an OpenAI-style string argument.
+        // As a string argument: a string.
         let as_text = Value::String(unusual_text(&value));
         let json = Json::parse(&as_text.to_string()).expect("valid JSON");
         prop_assert_eq!(checksum_of_json("t", Some(&json)), checksum_of("t", Some(&as_text)));
+    }
+
+    #[test]
+    fn the_javascript_reader_agrees_with_serde_json(value in arb_json()) {
+        // Text serde_json refuses (a number beyond a double, 200 levels) takes the second path;
+        // around an ordinary value it must write what the first path writes.
+        let canonical = canonical_string(&value);
+        for text in [value.to_string(), unusual_text(&value)] {
+            let overflow = Json::parse(&format!("[{text}, 1e400]")).expect("valid JSON");
+            prop_assert_eq!(
+                json_checksum_input("t", Some(&overflow)),
+                format!(r#"{{"args":[{canonical},null],"tool":"t"}}"#)
+            );
+            let deep = Json::parse(&format!("{}{text}{}", "[".repeat(200), "]".repeat(200)))
+                .expect("valid JSON");
+            prop_assert_eq!(
+                json_checksum_input("t", Some(&deep)),
+                format!(r#"{{"args":{}{canonical}{},"tool":"t"}}"#, "[".repeat(200), "]".repeat(200))
+            );
+        }
     }
 
     #[test]

@@ -28,10 +28,20 @@ pub struct CoreArgs {
     /// How long closed call ids are remembered so late repeats count as duplicates
     #[arg(long, env = "TOOLCALLS_DEDUPE_WINDOW", value_name = "DURATION", default_value_t = Dur::from_millis(Config::default().dedupe_window_ms))]
     pub dedupe_window: Dur,
+    /// A session that sent nothing for this long of wall clock goes idle: its deadlines then
+    /// follow the partition's stream time instead of its own events' time (the processor only;
+    /// local mode has no wall clock)
+    #[arg(long, env = "TOOLCALLS_SESSION_IDLE", value_name = "DURATION", default_value_t = Dur::from_millis(Config::default().session_idle_ms))]
+    pub session_idle: Dur,
     /// Most pending calls and waiting results per partition; over it the oldest are closed as
     /// Evicted
     #[arg(long, env = "TOOLCALLS_MAX_PENDING", value_name = "N", default_value_t = Config::default().max_pending)]
     pub max_pending: usize,
+    /// Most bytes of pending state per partition (calls and waiting results with their
+    /// arguments and results, and their share of the indexes); over it the oldest are closed as
+    /// Evicted
+    #[arg(long, env = "TOOLCALLS_MAX_PENDING_BYTES", value_name = "BYTES", default_value_t = Config::default().max_pending_bytes)]
+    pub max_pending_bytes: usize,
     /// Most closed call ids remembered per partition for de-duplication
     #[arg(long, env = "TOOLCALLS_MAX_REMEMBERED", value_name = "N", default_value_t = Config::default().max_remembered)]
     pub max_remembered: usize,
@@ -55,6 +65,8 @@ impl CoreArgs {
             idempotency_window_ms: self.idempotency_window.millis(),
             dedupe_window_ms: self.dedupe_window.millis(),
             max_pending: self.max_pending,
+            max_pending_bytes: self.max_pending_bytes,
+            session_idle_ms: self.session_idle.millis(),
             max_remembered: self.max_remembered,
             ..Config::default()
         };

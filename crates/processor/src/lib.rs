@@ -46,7 +46,7 @@
 //! Blocking librdkafka calls run on the consumer thread or on `spawn_blocking`, never on the async
 //! workers.
 
-mod changelog;
+pub mod changelog;
 mod client;
 pub mod config;
 mod coordinator;

@@ -14,6 +14,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::BaseRecord;
 use std::time::Duration;
+use toolcalls_model::record::{Origin, TopicOffsets};
 use toolcalls_model::ToolCallRecord;
 
 /// Dead-letter headers.
@@ -39,6 +40,24 @@ pub(crate) struct Topics {
     pub records: String,
     pub dlq: String,
     pub changelog: String,
+}
+
+impl Topics {
+    /// Names the inputs in a record's provenance as the core numbers them (0 = announce,
+    /// 1 = completion) by their topics, at `partition`: the record as it is published.
+    pub fn name_provenance(&self, partition: i32, record: &mut ToolCallRecord) {
+        record.provenance.name(|input, offsets| {
+            let topic = match self.inputs.get(usize::from(input)) {
+                Some(t) => t.clone(),
+                None => format!("<input {input}>"),
+            };
+            Origin::Topic(TopicOffsets {
+                topic,
+                partition,
+                offsets,
+            })
+        });
+    }
 }
 
 /// One message to produce.

@@ -5,7 +5,7 @@ use toolcalls_model::Completion;
 
 use super::exchange::for_each_body;
 use crate::bodies::{each_value, Conversations, Origin};
-use crate::common::{excerpt, hints, seconds, str_field, Ctx, IdScope};
+use crate::common::{excerpt, hints, seconds, str_field, ArgsWire, Ctx, IdScope};
 
 /// A streamed tool call being assembled.
 struct Partial {
@@ -176,7 +176,12 @@ impl Chat {
             self.history.of(ctx, &p.origin.session).calls += 1;
             let scope = ctx.session_or_default(&p.origin.session);
             let id = p.id.map(|id| self.ids.open(&scope, &id));
-            ctx.announce(p.origin.envelope(id), &name, Some(Value::String(p.args)));
+            ctx.announce_as(
+                p.origin.envelope(id),
+                &name,
+                Some(Value::String(p.args)),
+                ArgsWire::Encoded,
+            );
         }
     }
 
@@ -269,7 +274,12 @@ impl Chat {
         };
         let scope = ctx.session_or_default(&origin.session);
         let id = str_field(c, "id").map(|id| self.ids.open(&scope, id));
-        ctx.announce(origin.envelope(id), name, f.get("arguments").cloned());
+        ctx.announce_as(
+            origin.envelope(id),
+            name,
+            f.get("arguments").cloned(),
+            ArgsWire::Encoded,
+        );
     }
 }
 

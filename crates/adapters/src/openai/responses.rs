@@ -7,7 +7,7 @@ use toolcalls_model::{Completion, Timestamp};
 
 use super::exchange::for_each_body;
 use crate::bodies::each_value;
-use crate::common::{excerpt, hints, seconds, str_field, Ctx, Envelope};
+use crate::common::{excerpt, hints_as, seconds, str_field, ArgsWire, Ctx, Envelope};
 
 /// A call item being streamed, by item id.
 struct Item {
@@ -204,11 +204,18 @@ impl Responses {
         let call_id = str_field(item, "call_id").map(str::to_owned);
         match kind {
             "function_call" | "custom_tool_call" | "computer_call" | "local_shell_call" => {
-                let (name, args) = match kind {
-                    "function_call" => (str_field(item, "name"), item.get("arguments")),
-                    "custom_tool_call" => (str_field(item, "name"), item.get("input")),
-                    "computer_call" => (Some("computer"), item.get("action")),
-                    _ => (Some("local_shell"), item.get("action")),
+                // `function_call` arguments are JSON text; the other items carry the value.
+                let (name, args, wire) = match kind {
+                    "function_call" => (
+                        str_field(item, "name"),
+                        item.get("arguments"),
+                        ArgsWire::Encoded,
+                    ),
+                    "custom_tool_call" => {
+                        (str_field(item, "name"), item.get("input"), ArgsWire::Value)
+                    }
+                    "computer_call" => (Some("computer"), item.get("action"), ArgsWire::Value),
+                    _ => (Some("local_shell"), item.get("action"), ArgsWire::Value),
                 };
                 let Some(name) = name else {
                     ctx.error_at(line, at, format!("{kind} item has no `name`; skipped"));
@@ -219,7 +226,7 @@ impl Responses {
                         return true;
                     }
                 }
-                ctx.announce(Envelope { call_id, ..env }, name, args.cloned());
+                ctx.announce_as(Envelope { call_id, ..env }, name, args.cloned(), wire);
                 true
             }
             "function_call_output"
@@ -268,14 +275,15 @@ impl Responses {
                     attributes: Some(attributes),
                     ..env
                 };
+                // An `mcp_call`'s arguments are JSON text, like a function call's.
                 let args = item.get("arguments").cloned();
-                ctx.announce(env.clone(), name, args.clone());
+                ctx.announce_as(env.clone(), name, args.clone(), ArgsWire::Encoded);
                 let error = item.get("error").filter(|e| !e.is_null());
                 let c = Completion {
                     result: (error.or_else(|| item.get("output")).cloned())
                         .map(toolcalls_model::Json::from),
                     is_error: error.is_some(),
-                    ..hints(Some(name), args)
+                    ..hints_as(Some(name), args, ArgsWire::Encoded)
                 };
                 ctx.complete(env, c);
                 true

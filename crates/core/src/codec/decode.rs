@@ -1,15 +1,18 @@
 //! Reading an entry: [`decode`].
 
 use super::format::{
-    cause_of_byte, WaitingExtras, ARGS, CHECKSUM, DENIED, DONE, DONE_CANCELLED, DONE_DURATION,
-    DONE_ERROR, DONE_RESULT, DONE_STARTED, EXTRAS, HAS_ID, IDEM, STREAM_TIME, TAG_CALL, TAG_CLOSED,
-    TAG_META, TAG_WAITING, THREAD, TOOL, TURN, VERSION,
+    cause_of_byte, WaitingExtras, ARGS, CHECKSUM, CLOCK_0, CLOCK_1, DENIED, DONE, DONE_CANCELLED,
+    DONE_DURATION, DONE_ERROR, DONE_RESULT, DONE_STARTED, EXTRAS, HAS_ID, IDEM, IDLE, REPEATS,
+    STREAM_TIME, TAG_CALL, TAG_CLOSED, TAG_META, TAG_SCOPE, TAG_WAITING, THREAD, TOOL, TURN,
+    VERSION, VERSION_WITHOUT_POSITIONS,
 };
 use super::primitives::{CodecError, Reader};
+use crate::state::PackedPos;
 use crate::state::{
     Call, Closed, DeadlineCause, Digest, Done, Entry, Extras, Idempotent, Live, Meta, ScopeKey,
     WaitingResult,
 };
+use crate::Position;
 use serde::Deserialize;
 use toolcalls_model::{CallId, Json, RecordId, SessionId, Source, ThreadId, Timestamp};
 
@@ -31,6 +34,24 @@ impl<'a> Reader<'a> {
                 _ => Some(ThreadId(self.str("scope.thread")?.to_owned())),
             },
         })
+    }
+
+    /// An input position: the input, then the offset.
+    fn position(&mut self, field: &'static str) -> Result<Position, CodecError> {
+        let topic = u16::try_from(self.u64(field)?)
+            .map_err(|_| self.error(field, "input number too large"))?;
+        Ok(Position::new(topic, self.i64(field)?))
+    }
+
+    /// A call's first position: 0, or the input + 1 and the offset.
+    fn packed_pos(&mut self) -> Result<PackedPos, CodecError> {
+        let field = "pos";
+        let topic = match self.u64(field)? {
+            0 => return Ok(PackedPos::NONE),
+            t => u16::try_from(t - 1).map_err(|_| self.error(field, "input number too large"))?,
+        };
+        let pos = Position::new(topic, self.i64(field)?);
+        PackedPos::new(pos).ok_or_else(|| self.error(field, "position out of the packed range"))
     }
 
     fn record_id(&mut self) -> Result<RecordId, CodecError> {
@@ -81,6 +102,12 @@ pub(crate) fn decode(value: &[u8]) -> Result<Entry, CodecError> {
     let mut r = Reader::new(value);
     match r.u8("version")? {
         VERSION => {}
+        VERSION_WITHOUT_POSITIONS => {
+            return Err(r.error(
+                "version",
+                "an entry of the previous format (0xB1), written before pending entries kept the input positions of their events",
+            ))
+        }
         b'{' => {
             return Err(r.error(
                 "version",
@@ -108,6 +135,7 @@ pub(crate) fn decode(value: &[u8]) -> Result<Entry, CodecError> {
             let events = r.u32("events")?;
             let duplicates = r.u32("duplicates")?;
             let attempts = r.u32("attempts")?;
+            let pos = r.packed_pos()?;
             let extras = (flags & EXTRAS != 0)
                 .then(|| r.json_text::<Extras>("extras").map(Box::new))
                 .transpose()?;
@@ -128,6 +156,7 @@ pub(crate) fn decode(value: &[u8]) -> Result<Entry, CodecError> {
                 events,
                 duplicates,
                 attempts,
+                pos,
                 extras,
             };
             Entry::Call {
@@ -163,6 +192,7 @@ pub(crate) fn decode(value: &[u8]) -> Result<Entry, CodecError> {
                 let duration_ms = (done_flags & DONE_DURATION != 0)
                     .then(|| r.u64("done.duration_ms"))
                     .transpose()?;
+                let pos = r.position("done.pos")?;
                 Some(Done {
                     at,
                     result,
@@ -170,6 +200,7 @@ pub(crate) fn decode(value: &[u8]) -> Result<Entry, CodecError> {
                     cancelled: done_flags & DONE_CANCELLED != 0,
                     started_at,
                     duration_ms,
+                    pos,
                 })
             } else {
                 None
@@ -179,6 +210,15 @@ pub(crate) fn decode(value: &[u8]) -> Result<Entry, CodecError> {
             let deadline = r.delta("deadline", first_at)?;
             let events = r.u32("events")?;
             let duplicates = r.u32("duplicates")?;
+            let n = r.u64("positions")?;
+            // Each position takes at least two bytes: a count beyond the value is corrupt.
+            if n > value.len() as u64 / 2 {
+                return Err(r.error("positions", "more positions than the value holds"));
+            }
+            let mut positions = Vec::with_capacity(n as usize);
+            for _ in 0..n {
+                positions.push(r.position("positions")?);
+            }
             let extras = (flags & EXTRAS != 0)
                 .then(|| r.json_text::<WaitingExtras>("extras"))
                 .transpose()?;
@@ -197,6 +237,7 @@ pub(crate) fn decode(value: &[u8]) -> Result<Entry, CodecError> {
                     checksum,
                     done,
                     facts,
+                    positions,
                     first_at,
                     updated_at,
                     events,
@@ -207,7 +248,7 @@ pub(crate) fn decode(value: &[u8]) -> Result<Entry, CodecError> {
             }
         }
         TAG_CLOSED => {
-            let flags = r.flags(THREAD | IDEM)?;
+            let flags = r.flags(THREAD | IDEM | REPEATS | HAS_ID)?;
             let scope = r.scope(flags)?;
             let expires = r.time("expires")?;
             let n = r.u64("ids")?;
@@ -219,6 +260,20 @@ pub(crate) fn decode(value: &[u8]) -> Result<Entry, CodecError> {
             for _ in 0..n {
                 ids.push(CallId(r.str("ids")?.to_owned()));
             }
+            let repeats = if flags & REPEATS != 0 {
+                let n = r.u64("repeats")?;
+                if n > value.len() as u64 / 8 {
+                    return Err(r.error("repeats", "more repeat keys than the value holds"));
+                }
+                (0..n)
+                    .map(|_| {
+                        let b = r.raw("repeats", 8)?;
+                        Ok(u64::from_le_bytes(b.try_into().expect("8 bytes read")))
+                    })
+                    .collect::<Result<_, _>>()?
+            } else {
+                Box::default()
+            };
             let idem = if flags & IDEM != 0 {
                 let key = r.str("idempotency_key")?.to_owned();
                 let record = r.json_text("record")?;
@@ -232,6 +287,8 @@ pub(crate) fn decode(value: &[u8]) -> Result<Entry, CodecError> {
                     scope: 0,
                     expires,
                     ids,
+                    announced_with_id: flags & HAS_ID != 0,
+                    repeats,
                     idem,
                 }),
             }
@@ -259,6 +316,21 @@ pub(crate) fn decode(value: &[u8]) -> Result<Entry, CodecError> {
                 topic_time,
                 next_seq,
             })
+        }
+        TAG_SCOPE => {
+            let flags = r.flags(THREAD | IDLE | CLOCK_0 | CLOCK_1)?;
+            let scope = r.scope(flags)?;
+            let mut clocks = [None; 2];
+            for (clock, bit) in clocks.iter_mut().zip([CLOCK_0, CLOCK_1]) {
+                if flags & bit != 0 {
+                    *clock = Some(r.time("clock")?);
+                }
+            }
+            Entry::Scope {
+                scope,
+                clocks,
+                idle: flags & IDLE != 0,
+            }
         }
         _ => return Err(r.error("tag", "unknown entry kind")),
     };

@@ -1,12 +1,14 @@
 //! Writing an entry: [`encode`].
 
 use super::format::{
-    cause_byte, WaitingExtras, ARGS, CHECKSUM, DENIED, DONE, DONE_CANCELLED, DONE_DURATION,
-    DONE_ERROR, DONE_RESULT, DONE_STARTED, EXTRAS, HAS_ID, IDEM, STREAM_TIME, TAG_CALL, TAG_CLOSED,
-    TAG_META, TAG_WAITING, THREAD, TOOL, TURN, VERSION,
+    cause_byte, WaitingExtras, ARGS, CHECKSUM, CLOCK_0, CLOCK_1, DENIED, DONE, DONE_CANCELLED,
+    DONE_DURATION, DONE_ERROR, DONE_RESULT, DONE_STARTED, EXTRAS, HAS_ID, IDEM, IDLE, REPEATS,
+    STREAM_TIME, TAG_CALL, TAG_CLOSED, TAG_META, TAG_SCOPE, TAG_WAITING, THREAD, TOOL, TURN,
+    VERSION,
 };
 use super::primitives::Writer;
 use crate::state::{EntryRef, ScopeKey};
+use crate::Position;
 use serde::Serialize;
 use toolcalls_model::{RecordId, Timestamp};
 
@@ -34,6 +36,12 @@ impl Writer {
         if let Some(t) = &s.thread {
             self.str(t.as_str());
         }
+    }
+
+    /// An input position: the input, then the offset.
+    fn position(&mut self, p: Position) {
+        self.u64(u64::from(p.topic));
+        self.i64(p.offset);
     }
 
     fn record_id(&mut self, id: &RecordId) {
@@ -81,6 +89,14 @@ pub(crate) fn encode(entry: &EntryRef<'_>) -> Vec<u8> {
             w.u64(u64::from(call.events));
             w.u64(u64::from(call.duplicates));
             w.u64(u64::from(call.attempts));
+            // The first position, if any: 0, or the input + 1 and the offset.
+            match call.pos.get() {
+                Some(p) => {
+                    w.u64(u64::from(p.topic) + 1);
+                    w.i64(p.offset);
+                }
+                None => w.u64(0),
+            }
             if let Some(x) = &call.extras {
                 w.json_text(&**x);
             }
@@ -129,12 +145,17 @@ pub(crate) fn encode(entry: &EntryRef<'_>) -> Vec<u8> {
                 if let Some(ms) = d.duration_ms {
                     w.u64(ms);
                 }
+                w.position(d.pos);
             }
             w.time(waiting.first_at);
             w.delta(waiting.updated_at, waiting.first_at);
             w.delta(waiting.deadline, waiting.first_at);
             w.u64(u64::from(waiting.events));
             w.u64(u64::from(waiting.duplicates));
+            w.u64(waiting.positions.len() as u64);
+            for p in &waiting.positions {
+                w.position(*p);
+            }
             if extras {
                 w.json_text(&WaitingExtras {
                     facts: waiting.facts.clone(),
@@ -144,13 +165,22 @@ pub(crate) fn encode(entry: &EntryRef<'_>) -> Vec<u8> {
         }
         EntryRef::Closed { scope, closed } => {
             w.u8(TAG_CLOSED);
-            let flags = flag(scope.thread.is_some(), THREAD) | flag(closed.idem.is_some(), IDEM);
+            let flags = flag(scope.thread.is_some(), THREAD)
+                | flag(closed.idem.is_some(), IDEM)
+                | flag(!closed.repeats.is_empty(), REPEATS)
+                | flag(closed.announced_with_id, HAS_ID);
             w.u64(u64::from(flags));
             w.scope(scope);
             w.time(closed.expires);
             w.u64(closed.ids.len() as u64);
             for id in &closed.ids {
                 w.str(id.as_str());
+            }
+            if !closed.repeats.is_empty() {
+                w.u64(closed.repeats.len() as u64);
+                for key in &closed.repeats {
+                    w.raw(&key.to_le_bytes());
+                }
             }
             if let Some(idem) = &closed.idem {
                 w.str(&idem.key);
@@ -173,6 +203,23 @@ pub(crate) fn encode(entry: &EntryRef<'_>) -> Vec<u8> {
                     }
                     None => w.u8(0),
                 }
+            }
+        }
+        EntryRef::Scope {
+            scope,
+            clocks,
+            idle,
+        } => {
+            w.u8(TAG_SCOPE);
+            w.u64(u64::from(
+                flag(scope.thread.is_some(), THREAD)
+                    | flag(*idle, IDLE)
+                    | flag(clocks[0].is_some(), CLOCK_0)
+                    | flag(clocks[1].is_some(), CLOCK_1),
+            ));
+            w.scope(scope);
+            for t in clocks.iter().flatten() {
+                w.time(*t);
             }
         }
     }

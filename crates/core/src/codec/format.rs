@@ -7,13 +7,17 @@ use serde_json::{Map, Value};
 
 /// First byte of every binary changelog value. A value that starts with `{` is JSON, which this
 /// program does not read ([`decode`](fn@super::decode) says so).
-pub(super) const VERSION: u8 = 0xB1;
+pub(super) const VERSION: u8 = 0xB2;
+/// The version before pending entries kept the input positions of their events (records'
+/// `provenance`): refused by name, its entries lack fields this version needs.
+pub(super) const VERSION_WITHOUT_POSITIONS: u8 = 0xB1;
 
 /// Entry tags.
 pub(super) const TAG_CALL: u8 = 1;
 pub(super) const TAG_WAITING: u8 = 2;
 pub(super) const TAG_CLOSED: u8 = 3;
 pub(super) const TAG_META: u8 = 4;
+pub(super) const TAG_SCOPE: u8 = 5;
 
 /// Flag bits, shared by the entry kinds where they mean the same.
 pub(super) const THREAD: u32 = 1;
@@ -29,6 +33,13 @@ pub(super) const TOOL: u32 = 1 << 7;
 pub(super) const DONE: u32 = 1 << 8;
 pub(super) const IDEM: u32 = 1 << 9;
 pub(super) const STREAM_TIME: u32 = 1 << 10;
+/// A closed call's repeat keys follow (a count and 8 bytes each).
+pub(super) const REPEATS: u32 = 1 << 11;
+/// A scope is idle (its deadlines follow stream time).
+pub(super) const IDLE: u32 = 1 << 12;
+/// A scope's clock on the first (second) input topic follows.
+pub(super) const CLOCK_0: u32 = 1 << 13;
+pub(super) const CLOCK_1: u32 = 1 << 14;
 
 /// Flag bits of a waiting result's `done`.
 pub(super) const DONE_RESULT: u32 = 1;

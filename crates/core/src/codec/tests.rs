@@ -5,8 +5,9 @@ use super::format::{TAG_META, VERSION};
 use super::{decode, encode};
 use crate::state::{
     Call, Closed, DeadlineCause, Digest, Done, Entry, EntryRef, ExecEnd, Extras, Fact, Idempotent,
-    Live, Meta, ScopeKey, WaitingResult,
+    Live, Meta, PackedPos, ScopeKey, WaitingResult,
 };
+use crate::Position;
 use serde_json::json;
 use toolcalls_model::{
     checksum_of, ApprovalDecision, ApprovalState, CallId, HookDecisionEntry, HookVerdict, Json,
@@ -43,6 +44,7 @@ fn bare_call() -> Call {
         events: 1,
         duplicates: 0,
         attempts: 1,
+        pos: PackedPos::new(Position::new(0, 17)).unwrap(),
         extras: None,
     }
 }
@@ -82,6 +84,7 @@ fn full_call() -> Call {
             at: t(1),
         }],
         attributes: Some(json!({"x": [1, 2]}).as_object().unwrap().clone()),
+        positions: vec![Position::new(1, 5), Position::new(0, i64::MAX)],
     };
     Call {
         key: "toolu_01ABC".into(),
@@ -118,6 +121,7 @@ fn waiting(done: bool, extras: bool) -> WaitingResult {
             cancelled: true,
             started_at: Some(t(-9)),
             duration_ms: Some(u64::MAX),
+            pos: Position::new(1, 99),
         }),
         facts: if extras {
             vec![
@@ -129,6 +133,11 @@ fn waiting(done: bool, extras: bool) -> WaitingResult {
                     reason: Some("no".into()),
                 },
             ]
+        } else {
+            Vec::new()
+        },
+        positions: if extras {
+            vec![Position::new(0, 3), Position::new(u16::MAX, -1)]
         } else {
             Vec::new()
         },
@@ -208,12 +217,24 @@ fn closed_calls_and_meta_round_trip() {
             scope: 0,
             expires: t(77),
             ids: vec![],
+            announced_with_id: false,
+            repeats: Box::default(),
+            idem: None,
+        },
+        Closed {
+            scope: 0,
+            expires: t(77),
+            ids: vec![],
+            announced_with_id: false,
+            repeats: Box::new([0, u64::MAX, 0x0123_4567_89ab_cdef]),
             idem: None,
         },
         Closed {
             scope: 0,
             expires: t(-1),
             ids: vec![CallId::from("a"), CallId::from("b")],
+            announced_with_id: true,
+            repeats: Box::new([7]),
             idem: Some(Box::new(Idempotent {
                 key: "k".into(),
                 record: record.clone(),
@@ -277,10 +298,25 @@ fn fixtures_encode_to_the_golden_bytes() {
         scope: 0,
         expires: t(-1),
         ids: vec![CallId::from("a"), CallId::from("b")],
+        announced_with_id: false,
+        repeats: Box::default(),
         idem: None,
     };
     values.push(encode(&EntryRef::Closed {
         scope: &scope(true),
+        closed: &closed,
+    }));
+    // A closed call without an id, remembered by the repeat keys of its events.
+    let closed = Closed {
+        scope: 0,
+        expires: t(-1),
+        ids: vec![],
+        announced_with_id: false,
+        repeats: Box::new([0x0123_4567_89ab_cdef, 42]),
+        idem: None,
+    };
+    values.push(encode(&EntryRef::Closed {
+        scope: &scope(false),
         closed: &closed,
     }));
     values.push(encode(&EntryRef::Meta(&Meta {
@@ -341,6 +377,9 @@ fn foreign_values_say_what_they_are() {
         decode(b"\x07").err().unwrap().problem,
         "unknown encoding version"
     );
+    // An entry of the format before entries kept their events' input positions.
+    let e = decode(&[0xB1, 1, 0]).err().unwrap();
+    assert!(e.problem.contains("previous format (0xB1)"), "{e}");
     assert_eq!(
         decode(&[VERSION, 9]).err().unwrap().problem,
         "unknown entry kind"

@@ -5,8 +5,11 @@
 use super::footprint::call_bytes;
 use super::indexes::{insert_checksum, remove_checksum, take_id};
 use super::merge::merge_call_attributes;
+use super::repeats;
 use super::{Correlator, Envelope};
-use crate::state::{Call, DeadlineCause, Digest, Done, Extras, Live, ScopeIx, WaitingResult};
+use crate::state::{
+    Call, DeadlineCause, Digest, Done, Extras, Live, PackedPos, ScopeIx, WaitingResult,
+};
 use crate::{Effects, Outcome};
 use toolcalls_model::checksum::digest_of_json;
 use toolcalls_model::{Announce, CallId, Timestamp};
@@ -19,6 +22,26 @@ impl Correlator {
         out: &mut Effects,
     ) -> Outcome {
         let (ix, time) = (env.scope, env.time);
+        // Computed once, and only when needed: for an event without an id, or a new call.
+        let (mut checksum, mut repeat) = (None, None);
+        if env.call_id.is_none() {
+            checksum = Some(digest_of(&announce));
+            // Without an id, a copy is known by its repeat key (`repeats.rs`).
+            let key = repeats::announce_key(&announce.tool, checksum.flatten().as_ref(), time);
+            repeat = Some(key);
+            if let Some(&seq) = self.scopes.get(ix).repeats.get(&key) {
+                if let Some(call) = self.entries.call_mut(seq) {
+                    call.events += 1;
+                    call.duplicates += 1;
+                    self.note_merged(seq);
+                    self.touch(seq);
+                    return Outcome::Duplicate;
+                }
+                if self.entries.closed.contains_key(&seq) {
+                    return Outcome::Late;
+                }
+            }
+        }
         // A call id seen before in this scope: a repeat, a late repeat, or the announce that a
         // waiting result was waiting for.
         let held = env.call_id.as_ref().and_then(|id| self.holder(ix, id));
@@ -55,6 +78,7 @@ impl Correlator {
                         }
                         insert_checksum(scope, &self.entries, &self.hs, &digest, seq);
                     }
+                    self.note_merged(seq);
                     self.touch(seq);
                     return Outcome::Duplicate;
                 }
@@ -81,13 +105,9 @@ impl Correlator {
             }
         }
 
+        let checksum = checksum.unwrap_or_else(|| digest_of(&announce));
         let seq = self.next_seq();
         let (key, has_id, record_id) = self.record_key(ix, env.call_id);
-        let checksum = match (&announce.checksum, &announce.args) {
-            (Some(cs), _) => Some(Digest::of(cs)),
-            (None, Some(args)) => Some(Digest(digest_of_json(&announce.tool, Some(args)))),
-            (None, None) => None,
-        };
         let mut call = Call {
             scope: ix,
             tool: 0,
@@ -105,6 +125,7 @@ impl Correlator {
             events: 1,
             duplicates: 0,
             attempts: 1,
+            pos: PackedPos::NONE,
             extras: None,
         };
         if announce.side_effects.is_some()
@@ -123,17 +144,23 @@ impl Correlator {
             });
         }
 
+        call.add_position(self.pos);
+
         // Results and facts that arrived before their announce.
         let (done_link, fact_entries) = self.find_waiting_for(&call, &announce.tool);
-        self.insert_call(seq, Box::new(Live::Call(call)), &announce.tool);
+        self.insert_call(seq, Box::new(Live::Call(call)), &announce.tool, repeat);
         self.touch(seq);
         for waiting_seq in fact_entries {
             self.absorb_waiting(seq, waiting_seq);
         }
         match done_link {
             Some(link) => {
+                let repeat = self.waiting_repeats.get(&link.seq).copied();
                 let done = self.absorb_waiting(seq, link.seq);
                 self.finish_with(seq, done, link, out);
+                if let Some(key) = repeat {
+                    self.remember_repeat(seq, key);
+                }
                 Outcome::Matched(link.strategy)
             }
             None => Outcome::Pending,
@@ -167,6 +194,7 @@ impl Correlator {
                 }
             }
             self.pending_bytes = self.pending_bytes + call_bytes(call) - before;
+            self.note_merged(seq);
         } else if let Some(closed) = self.entries.closed.get_mut(&seq) {
             let record = &mut closed.idem.as_mut()?.record;
             if time.millis_since(record.created_at) > window {
@@ -176,6 +204,7 @@ impl Correlator {
             record.correlation.attempts += 1;
             record.correlation.events_merged += 1;
             record.updated_at = record.updated_at.max(time);
+            record.provenance.insert(self.pos.topic, self.pos.offset);
             out.records.push(record.clone());
             if let Some(id) = call_id {
                 if !closed.ids.contains(id) {
@@ -214,6 +243,7 @@ impl Correlator {
             duplicates,
             updated_at,
             attributes,
+            positions,
             ..
         } = *waiting;
         for fact in facts {
@@ -224,6 +254,7 @@ impl Correlator {
             let before = call_bytes(call);
             call.events += events;
             call.duplicates += duplicates;
+            call.add_positions(positions);
             call.updated_at = call.updated_at.max(updated_at);
             merge_call_attributes(call, attributes);
             // An id-less announce linked by a fallback: the waiting result's id names the call.
@@ -239,5 +270,14 @@ impl Correlator {
             }
         }
         done
+    }
+}
+
+/// The checksum an announce names, or else that of its tool and arguments (none without either).
+fn digest_of(announce: &Announce) -> Option<Digest> {
+    match (&announce.checksum, &announce.args) {
+        (Some(cs), _) => Some(Digest::of(cs)),
+        (None, Some(args)) => Some(Digest(digest_of_json(&announce.tool, Some(args)))),
+        (None, None) => None,
     }
 }

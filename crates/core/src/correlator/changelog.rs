@@ -2,7 +2,7 @@
 //! that rebuilds a correlator from them (docs/ARCHITECTURE.md, Correlation → State and restore).
 //! The values' bytes are `codec`'s.
 
-use super::{Correlator, RestoreError, META_SEQ};
+use super::{repeats, scopes, Correlator, RestoreError, META_SEQ, SCOPE_BIT};
 use crate::codec::{decode, encode};
 use crate::state::{Closed, Entry, EntryRef, Live, Meta, WaitingResult, META_KEY};
 use crate::{ChangelogOp, Config, Position};
@@ -14,6 +14,8 @@ enum Item {
     Call(Box<Live>, Box<str>),
     Waiting(Box<WaitingResult>),
     Closed(Box<Closed>),
+    /// A scope's clock; the scope is interned already.
+    Scope(u32, [Option<toolcalls_model::Timestamp>; 2], bool),
 }
 
 impl Correlator {
@@ -48,7 +50,22 @@ impl Correlator {
             if dirty.get(i + 1).is_some_and(|&(next, _)| next == seq) {
                 continue;
             }
-            let (key, value) = if seq == META_SEQ {
+            let (key, value) = if seq != META_SEQ && seq & SCOPE_BIT != 0 {
+                let seq = seq & !SCOPE_BIT;
+                let value = match self.scopes.by_seq.get(&seq) {
+                    Some(&ix) => {
+                        let scope = self.scopes.get(ix);
+                        Some(encode(&EntryRef::Scope {
+                            scope: &scope.key,
+                            clocks: scope.clocks,
+                            idle: scope.idle,
+                        }))
+                    }
+                    None if seq >= self.unwritten_from => continue,
+                    None => None,
+                };
+                (format!("{SCOPE_KEY_PREFIX}{seq}"), value)
+            } else if seq == META_SEQ {
                 let meta = Meta {
                     stream_time: self.stream_time,
                     topic_time: self.topic_time.clone(),
@@ -112,6 +129,8 @@ impl Correlator {
         };
         if let Some(seq) = Self::changelog_key_seq(key) {
             dirty.push((seq, Position::RESTATED));
+        } else if let Some(seq) = scope_key_seq(key) {
+            dirty.push((seq | SCOPE_BIT, Position::RESTATED));
         } else if key == META_KEY {
             self.meta_dirty.get_or_insert(Position::RESTATED);
         }
@@ -135,8 +154,9 @@ impl Correlator {
             let seq = match key {
                 META_KEY => None,
                 _ => Some(
-                    key.parse::<u64>()
-                        .map_err(|_| RestoreError::Key(key.chars().take(64).collect()))?,
+                    scope_key_seq(key)
+                        .or_else(|| key.parse::<u64>().ok())
+                        .ok_or_else(|| RestoreError::Key(key.chars().take(64).collect()))?,
                 ),
             };
             raw.push((seq, value));
@@ -181,6 +201,15 @@ impl Correlator {
                     live += 1;
                     (waiting.scope, waiting.has_id, false, Item::Waiting(waiting))
                 }
+                Entry::Scope {
+                    scope,
+                    clocks,
+                    idle,
+                } => {
+                    let ix = restored.scopes.intern(scope, &restored.hs);
+                    items.push((seq, Item::Scope(ix, clocks, idle)));
+                    continue;
+                }
                 Entry::Closed { scope, mut closed } => {
                     closed.scope = restored.scopes.intern(scope, &restored.hs);
                     let ids = !closed.ids.is_empty();
@@ -214,20 +243,56 @@ impl Correlator {
                     restored.topic_time = m.topic_time;
                     restored.next_seq = restored.next_seq.max(m.next_seq);
                 }
-                Item::Call(call, tool) => restored.insert_call(seq, call, &tool),
-                Item::Waiting(waiting) => restored.insert_waiting(seq, waiting),
+                Item::Call(call, tool) => {
+                    let repeat = match &*call {
+                        Live::Call(c) => repeats::of_call(c, &tool),
+                        Live::Waiting(_) => None,
+                    };
+                    restored.insert_call(seq, call, &tool, repeat);
+                }
+                Item::Waiting(waiting) => {
+                    let repeat = repeats::of_waiting(&waiting);
+                    restored.insert_waiting(seq, waiting, repeat);
+                }
                 Item::Closed(closed) => restored.insert_closed(seq, *closed),
+                Item::Scope(ix, clocks, idle) => {
+                    let topics = restored.config.input_topics;
+                    let scope = restored.scopes.get_mut(ix);
+                    scope.clocks = clocks;
+                    scope.clock = scopes::watermark(&clocks, topics);
+                    scope.idle = idle;
+                    scope.seq = Some(seq);
+                    restored.scopes.by_seq.insert(seq, ix);
+                }
             }
         }
         restored.scopes.sweep(&restored.hs);
+        // A scope kept without entries (a checkpoint fell between its last entry going and its
+        // own key being written as gone) is written as gone now.
+        let dropped = std::mem::take(&mut restored.scopes.dropped);
         if let Some(m) = max_seq {
             restored.next_seq = restored.next_seq.max(m + 1);
         }
         if let Some(d) = restored.dirty.as_mut() {
             d.clear();
+            d.extend(
+                dropped
+                    .into_iter()
+                    .map(|seq| (seq | SCOPE_BIT, Position::RESTATED)),
+            );
         }
         restored.meta_dirty = None;
+        restored.arm_blocked();
         restored.unwritten_from = restored.next_seq;
         Ok(restored)
     }
+}
+
+/// Scope entries are keyed `s<seq>`: a scope's number comes from the entries' sequence, but it is
+/// no entry (`clock.rs`).
+const SCOPE_KEY_PREFIX: &str = "s";
+
+/// The number of a scope's changelog key.
+fn scope_key_seq(key: &str) -> Option<u64> {
+    key.strip_prefix(SCOPE_KEY_PREFIX)?.parse().ok()
 }

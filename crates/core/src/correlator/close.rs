@@ -4,11 +4,12 @@
 //! Phases, → Repeats and → Time).
 
 use super::record::{record_of_call, record_of_waiting};
+use super::repeats;
 use super::rules::Link;
 use super::{Correlator, Envelope};
-use crate::state::{Closed, DeadlineCause, Done, Idempotent, Live};
+use crate::state::{Closed, DeadlineCause, Done, Idempotent, Live, ScopeIx};
 use crate::{Effects, Outcome};
-use toolcalls_model::{CallId, Phase, TurnId};
+use toolcalls_model::{CallId, Phase, Timestamp, TurnId};
 
 impl Correlator {
     /// Closes every pending entry now: calls as `phase` (with `reason`), waiting results as
@@ -23,7 +24,7 @@ impl Correlator {
                 None => {}
             }
         }
-        self.scopes.sweep(&self.hs);
+        self.sweep_scopes();
     }
 
     /// A turn ended or was aborted: the pending calls of the turn (of the whole scope when the
@@ -47,16 +48,18 @@ impl Correlator {
                 if call.cause != DeadlineCause::Denied {
                     call.cause = cause;
                 }
-                self.timers.remove(&(old, seq));
-                self.timers.insert((at, seq));
+                let timers = &mut self.scopes.get_mut(ix).timers;
+                timers.remove(&(old, seq));
+                timers.insert((at, seq));
                 self.touch(seq);
             }
         }
         Outcome::Applied
     }
 
-    /// Closes a pending call: publishes its record and, if it had ids or an idempotency key,
-    /// remembers it (for `dedupe_window`, or the idempotency window if that is longer).
+    /// Closes a pending call: publishes its record and remembers it — its ids, the repeat key of
+    /// an announce without one, its idempotency key — for `dedupe_window` (or the idempotency
+    /// window if that is longer).
     pub(super) fn close_call(
         &mut self,
         seq: u64,
@@ -67,8 +70,11 @@ impl Correlator {
         out: &mut Effects,
     ) {
         // The tool slot may go with the call: take the name first.
-        let tool = match self.entries.call(seq) {
-            Some(c) => self.scopes.get(c.scope).tool_name(c.tool).to_owned(),
+        let (tool, announce_key) = match self.entries.call(seq) {
+            Some(c) => {
+                let tool = self.scopes.get(c.scope).tool_name(c.tool);
+                (tool.to_owned(), repeats::of_call(c, tool))
+            }
             None => return,
         };
         let Some(live) = self.remove_live(seq) else {
@@ -78,6 +84,7 @@ impl Correlator {
             return;
         };
         self.touch(seq);
+        let announced_with_id = call.has_id;
         let mut ids: Vec<CallId> = call.call_id().map(CallId::from).into_iter().collect();
         ids.extend(call.aliases().iter().cloned());
         let idem = call.idempotency_key().map(str::to_owned);
@@ -91,7 +98,8 @@ impl Correlator {
             reason,
             link,
         );
-        if !ids.is_empty() || idem.is_some() {
+        let repeats: Box<[u64]> = announce_key.into_iter().collect();
+        if !ids.is_empty() || idem.is_some() || !repeats.is_empty() {
             let window = if idem.is_some() {
                 self.config
                     .dedupe_window_ms
@@ -99,11 +107,13 @@ impl Correlator {
             } else {
                 self.config.dedupe_window_ms
             };
-            let expires = self.stream_time.unwrap_or(updated_at).plus_millis(window);
+            let expires = self.remembered_from(ix, updated_at).plus_millis(window);
             let closed = Closed {
                 scope: ix,
                 expires,
                 ids,
+                announced_with_id,
+                repeats,
                 idem: idem.map(|key| {
                     Box::new(Idempotent {
                         key,
@@ -116,8 +126,16 @@ impl Correlator {
         out.records.push(record);
     }
 
-    /// Closes a waiting result: publishes its record and remembers its id, if it had one.
-    fn close_waiting(&mut self, seq: u64, phase: Phase, reason: &str, out: &mut Effects) {
+    /// Closes a waiting result: publishes its record and remembers its id, or the repeat key of
+    /// its completion.
+    pub(super) fn close_waiting(
+        &mut self,
+        seq: u64,
+        phase: Phase,
+        reason: &str,
+        out: &mut Effects,
+    ) {
+        let repeat = self.waiting_repeats.get(&seq).copied();
         let Some(live) = self.remove_live(seq) else {
             return;
         };
@@ -136,70 +154,64 @@ impl Correlator {
             phase,
             reason,
         ));
-        if let Some(id) = call_id {
+        if call_id.is_some() || repeat.is_some() {
             let expires = self
-                .stream_time
-                .unwrap_or(updated_at)
+                .remembered_from(ix, updated_at)
                 .plus_millis(self.config.dedupe_window_ms);
             self.insert_closed(
                 seq,
                 Closed {
                     scope: ix,
                     expires,
-                    ids: vec![id],
+                    ids: call_id.into_iter().collect(),
+                    announced_with_id: false,
+                    repeats: repeat.into_iter().collect(),
                     idem: None,
                 },
             );
         }
     }
 
-    /// Fires every deadline stream time has passed.
-    pub(super) fn fire_timers(&mut self, out: &mut Effects) {
-        let Some(now) = self.stream_time else { return };
-        while let Some(&(at, seq)) = self.timers.first() {
-            if at > now {
-                break;
-            }
-            self.timers.pop_first();
-            if let Some(live) = self.entries.live(seq) {
-                match live {
-                    Live::Call(call) => {
-                        let (phase, reason) = match call.cause {
-                            DeadlineCause::Timeout => {
-                                (Phase::TimedOut, "no result within the call timeout")
-                            }
-                            DeadlineCause::TurnEnded => {
-                                (Phase::Interrupted, "turn ended without a result")
-                            }
-                            DeadlineCause::TurnAborted => (Phase::Interrupted, "turn aborted"),
-                            DeadlineCause::Denied => (Phase::Denied, "denied; no result reported"),
-                        };
-                        self.close_call(seq, None, phase, Some(reason), Link::unmatched(seq), out);
-                    }
-                    Live::Waiting(_) => self.close_waiting(
-                        seq,
-                        Phase::Orphaned,
-                        "no matching announce within the orphan grace",
-                        out,
-                    ),
-                }
-            } else if self.entries.closed.contains_key(&seq) {
-                self.expire_closed(seq);
-            }
-        }
+    /// When the remembering of a closed entry of scope `ix` last changed at `updated_at` starts:
+    /// now, by the scope's clock.
+    fn remembered_from(&self, ix: ScopeIx, updated_at: Timestamp) -> Timestamp {
+        self.scopes
+            .get(ix)
+            .clock
+            .map_or(updated_at, |c| c.max(updated_at))
     }
 
-    /// Over `max_pending`, closes the oldest pending entries as `Evicted`; over `max_remembered`,
-    /// forgets the oldest remembered ids.
+    /// Files repeat key `key` of an event without an id under the closed call `seq` its event
+    /// went into, so that a copy of the event counts as a late repeat of that call.
+    pub(super) fn remember_repeat(&mut self, seq: u64, key: u64) {
+        let Some(closed) = self.entries.closed.get_mut(&seq) else {
+            return;
+        };
+        if closed.repeats.contains(&key) {
+            return;
+        }
+        closed.repeats = closed.repeats.iter().copied().chain([key]).collect();
+        self.scopes.get_mut(closed.scope).repeats.insert(key, seq);
+        self.touch(seq);
+    }
+
+    /// Over `max_pending` entries or `max_pending_bytes`, closes the oldest pending entries as
+    /// `Evicted`; over `max_remembered`, forgets the oldest remembered ids.
     pub(super) fn enforce_caps(&mut self, out: &mut Effects) {
-        while self.entries.live.len() > self.config.max_pending {
+        while self.entries.live.len() > self.config.max_pending
+            || (self.pending_bytes > self.config.max_pending_bytes && !self.entries.live.is_empty())
+        {
             let Some(seq) = self.entries.oldest_live() else {
                 break;
             };
             let Some(live) = self.entries.live(seq) else {
                 break;
             };
-            let reason = "evicted: the partition's pending-state cap was reached";
+            let reason = if self.entries.live.len() > self.config.max_pending {
+                "evicted: the partition's pending-state cap (max_pending) was reached"
+            } else {
+                "evicted: the partition's pending-bytes cap (max_pending_bytes) was reached"
+            };
             match live {
                 Live::Call(_) => {
                     let link = Link::unmatched(seq);

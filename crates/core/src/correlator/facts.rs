@@ -36,6 +36,7 @@ impl Correlator {
                         entry.facts.push(fact);
                         true
                     });
+                    self.note_merged(seq);
                     self.touch(seq);
                     return outcome;
                 }
@@ -55,6 +56,7 @@ impl Correlator {
             },
             oldest: false,
             fact: Some(&fact),
+            last_resort: false,
         };
         if let Some(link) = self.find_call(ix, &hints) {
             self.merge_fact(link.seq, fact, time, env.attributes);
@@ -68,6 +70,7 @@ impl Correlator {
             },
             None,
             Some(fact),
+            None,
         );
         Outcome::Pending
     }
@@ -87,6 +90,7 @@ impl Correlator {
             merge_call_attributes(call, attributes);
             self.pending_bytes = self.pending_bytes + call_bytes(call) - before;
         }
+        self.note_merged(seq);
         self.apply_fact(seq, fact);
     }
 
@@ -137,8 +141,9 @@ impl Correlator {
                 call.deadline = call.deadline.min(at);
                 call.cause = DeadlineCause::Denied;
                 let new = call.deadline;
-                self.timers.remove(&(old, seq));
-                self.timers.insert((new, seq));
+                let timers = &mut self.scopes.get_mut(call.scope).timers;
+                timers.remove(&(old, seq));
+                timers.insert((new, seq));
             }
         }
         self.touch(seq);

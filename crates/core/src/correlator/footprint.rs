@@ -5,6 +5,7 @@
 
 use super::scopes::Pending;
 use crate::state::{Call, Extras, Live, WaitingResult};
+use crate::Position;
 use serde_json::{Map, Value};
 use toolcalls_model::Json;
 
@@ -72,6 +73,14 @@ fn extras_bytes(x: &Extras) -> usize {
         + x.attributes.as_ref().map_or(0, map_bytes)
         + x.hooks.len() * FACT
         + x.approval.as_ref().map_or(0, |_| FACT)
+        + positions_bytes(&x.positions)
+}
+
+/// Bytes held by a list of input positions.
+/// By length, not capacity: the estimate depends on what an entry holds, so a restored entry
+/// (whose list is allocated at its length) is estimated as the one that was written.
+fn positions_bytes(p: &[Position]) -> usize {
+    alloc_size(std::mem::size_of_val(p))
 }
 
 /// The estimate for one pending call: its allocation, its strings and JSON, and its entries in
@@ -113,6 +122,7 @@ pub(super) fn waiting_bytes(waiting: &WaitingResult) -> usize {
             .and_then(|d| d.result.as_ref())
             .map_or(0, json_bytes)
         + waiting.facts.len() * FACT
+        + positions_bytes(&waiting.positions)
         + waiting.attributes.as_ref().map_or(0, map_bytes)
 }
 

@@ -42,7 +42,13 @@ impl Correlator {
 
     /// Files a new pending call (a [`Live::Call`] whose `scope` is set; its `tool` slot is set
     /// here) under every index.
-    pub(super) fn insert_call(&mut self, seq: u64, mut live: Box<Live>, tool: &str) {
+    pub(super) fn insert_call(
+        &mut self,
+        seq: u64,
+        mut live: Box<Live>,
+        tool: &str,
+        repeat: Option<u64>,
+    ) {
         let Live::Call(call) = &mut *live else {
             debug_assert!(false, "insert_call takes calls");
             return;
@@ -50,6 +56,10 @@ impl Correlator {
         let ix = call.scope;
         let scope = self.scopes.get_mut(ix);
         scope.refs += 1;
+        scope.id_calls += u32::from(call.has_id);
+        if let Some(key) = repeat {
+            scope.repeats.insert(key, seq);
+        }
         let slot = scope.tool_slot(tool);
         scope.tools[slot as usize]
             .calls
@@ -58,7 +68,7 @@ impl Correlator {
         if let Some(key) = call.idempotency_key() {
             claim(&mut scope.idem, key, seq);
         }
-        self.timers.insert((call.deadline, seq));
+        scope.timers.insert((call.deadline, seq));
         self.pending_bytes += call_bytes(call);
         self.pending_calls += 1;
         let record_h = self.hs.hash_one(call.record_id);
@@ -83,12 +93,21 @@ impl Correlator {
         }
     }
 
-    pub(super) fn insert_waiting(&mut self, seq: u64, waiting: Box<WaitingResult>) {
+    pub(super) fn insert_waiting(
+        &mut self,
+        seq: u64,
+        waiting: Box<WaitingResult>,
+        repeat: Option<u64>,
+    ) {
         let ix = waiting.scope;
         let scope = self.scopes.get_mut(ix);
         scope.refs += 1;
         scope.waiting.insert(seq);
-        self.timers.insert((waiting.deadline, seq));
+        if let Some(key) = repeat {
+            scope.repeats.insert(key, seq);
+            self.waiting_repeats.insert(seq, key);
+        }
+        scope.timers.insert((waiting.deadline, seq));
         self.pending_bytes += waiting_bytes(&waiting);
         let record_h = self.hs.hash_one(waiting.record_id);
         let has_id = waiting.has_id;
@@ -119,7 +138,11 @@ impl Correlator {
         if let Some(idem) = &closed.idem {
             claim(&mut scope.idem, &idem.key, seq);
         }
-        self.timers.insert((closed.expires, seq));
+        for &key in &closed.repeats {
+            scope.repeats.insert(key, seq);
+        }
+        scope.id_calls += u32::from(closed.announced_with_id);
+        scope.timers.insert((closed.expires, seq));
         self.entries.closed.insert(seq, closed);
         let (entries, hs) = (&self.entries, &self.hs);
         let Some(closed) = entries.closed.get(&seq) else {
@@ -139,9 +162,12 @@ impl Correlator {
         let ix = match &*live {
             Live::Call(call) => {
                 self.pending_calls -= 1;
-                self.timers.remove(&(call.deadline, seq));
                 remove_record(&mut self.by_record, hs, &call.record_id, seq);
                 let scope = self.scopes.get_mut(call.scope);
+                scope.timers.remove(&(call.deadline, seq));
+                scope.id_calls -= u32::from(call.has_id);
+                // A call's repeat key stays filed: a call leaves only by closing, and the
+                // closed call that takes its number is remembered by that key.
                 scope.remove_tool_call(call.tool, seq);
                 if let Some(digest) = &call.checksum {
                     remove_checksum(scope, hs, digest, seq);
@@ -160,12 +186,15 @@ impl Correlator {
                 call.scope
             }
             Live::Waiting(waiting) => {
-                self.timers.remove(&(waiting.deadline, seq));
                 remove_record(&mut self.by_record, hs, &waiting.record_id, seq);
                 let scope = self.scopes.get_mut(waiting.scope);
+                scope.timers.remove(&(waiting.deadline, seq));
                 scope.waiting.remove(&seq);
                 if let Some(id) = waiting.call_id() {
                     release_id(scope, hs, id, seq, IdSlot::Primary);
+                }
+                if let Some(key) = self.waiting_repeats.remove(&seq) {
+                    release_repeat(scope, key, seq);
                 }
                 waiting.scope
             }
@@ -179,9 +208,9 @@ impl Correlator {
         let Some(closed) = self.entries.closed.remove(&seq) else {
             return;
         };
-        self.timers.remove(&(closed.expires, seq));
         self.touch(seq);
         let scope = self.scopes.get_mut(closed.scope);
+        scope.timers.remove(&(closed.expires, seq));
         for (i, id) in closed.ids.iter().enumerate() {
             release_id(scope, &self.hs, id.as_str(), seq, IdSlot::of_closed(i));
         }
@@ -190,7 +219,18 @@ impl Correlator {
                 scope.idem.remove(&idem.key);
             }
         }
+        for &key in &closed.repeats {
+            release_repeat(scope, key, seq);
+        }
+        scope.id_calls -= u32::from(closed.announced_with_id);
         self.scopes.unref(closed.scope);
+    }
+}
+
+/// Takes repeat key `key` out of the scope's table if it names entry `seq`.
+fn release_repeat(scope: &mut Scope, key: u64, seq: u64) {
+    if scope.repeats.get(&key) == Some(&seq) {
+        scope.repeats.remove(&key);
     }
 }
 

@@ -13,7 +13,10 @@
 //! - `result.rs`: a completion — its call found and closed with it, or the result left waiting;
 //! - `facts.rs`: execution start / end, approvals and hook decisions merged into a call;
 //! - `merge.rs`: what any event adds to an entry (attributes, counts), and the approval fold;
-//! - `close.rs`: closing calls and waiting results — deadlines, turn ends, the state cap;
+//! - `provenance.rs`: the input positions of the events merged into each entry and its record;
+//! - `clock.rs`: time per scope — its clock, its deadlines, idleness;
+//! - `close.rs`: closing calls and waiting results — turn ends, the state cap;
+//! - `repeats.rs`: the repeat keys of events without an id, which find their copies;
 //! - `rules.rs`: the matching rules — how a result finds its call and a new call its waiting
 //!   result — and the confidence of each link;
 //! - `entries.rs`: every entry by sequence number;
@@ -28,6 +31,7 @@
 
 mod announce;
 mod changelog;
+mod clock;
 mod close;
 mod entries;
 mod facts;
@@ -35,8 +39,10 @@ mod footprint;
 mod hasher;
 mod indexes;
 mod merge;
+mod provenance;
 mod query;
 mod record;
+mod repeats;
 mod result;
 mod rules;
 mod scopes;
@@ -54,6 +60,8 @@ use toolcalls_model::{CallId, Event, EventBody, HookDecisionEntry, Json, Timesta
 
 /// Key of the partition-wide entry in the dirty set.
 const META_SEQ: u64 = u64::MAX;
+/// Marks a scope's number in the dirty set (numbers stay far below it).
+const SCOPE_BIT: u64 = 1 << 63;
 
 /// The correlation state of one input partition. The rules it follows: docs/ARCHITECTURE.md,
 /// Correlation → Rules.
@@ -68,8 +76,14 @@ pub struct Correlator {
     next_seq: u64,
     entries: Entries,
     scopes: Scopes,
-    /// Every entry's next deadline, (when, seq).
-    timers: BTreeSet<(Timestamp, u64)>,
+    /// Scopes with a deadline their own clock has passed but stream time has not (or, idle,
+    /// any): (the deadline, the scope's number). See `clock.rs`.
+    blocked: BTreeSet<(Timestamp, u64)>,
+    /// The repeat keys of waiting results that came without an id, by sequence number
+    /// (`repeats.rs`): computed once, from the result's text.
+    waiting_repeats: hasher::HashMap<u64, u64>,
+    /// The wall clock, as the runtime last told it ([`Correlator::tick`]); `None` in local mode.
+    wall: Option<Timestamp>,
     /// Live entries by record id, for the query API.
     by_record: HashTable<u64>,
     hs: Hasher,
@@ -130,7 +144,9 @@ impl Correlator {
             next_seq: 0,
             entries: Entries::default(),
             scopes: Scopes::default(),
-            timers: BTreeSet::new(),
+            blocked: BTreeSet::new(),
+            waiting_repeats: hasher::HashMap::default(),
+            wall: None,
             by_record: HashTable::new(),
             hs: Hasher::default(),
             dirty: Some(Vec::new()),
@@ -209,11 +225,12 @@ impl Correlator {
     pub fn apply(&mut self, event: Event, pos: Position, out: &mut Effects) -> Outcome {
         self.pos = pos;
         self.note_time(pos.topic, event.time);
-        let outcome = self.dispatch(event, out);
+        let (outcome, scope) = self.dispatch(event, out);
         self.touch(META_SEQ);
-        self.fire_timers(out);
+        self.fire_scope(scope, out);
+        self.fire_blocked(out);
         self.enforce_caps(out);
-        self.scopes.sweep(&self.hs);
+        self.sweep_scopes();
         outcome
     }
 
@@ -224,8 +241,9 @@ impl Correlator {
             self.stream_time = Some(now);
             self.touch(META_SEQ);
         }
-        self.fire_timers(out);
-        self.scopes.sweep(&self.hs);
+        self.fire_blocked(out);
+        self.check_idle(out);
+        self.sweep_scopes();
     }
 
     /// Records an event time of input topic `topic` and moves stream time to the watermark: the
@@ -243,7 +261,13 @@ impl Correlator {
         if seen < usize::from(self.config.input_topics.max(1)) {
             return;
         }
-        let watermark = self.topic_time.iter().flatten().min().copied();
+        // One input (local mode numbers its files as topics): the largest time of any.
+        let times = self.topic_time.iter().flatten().copied();
+        let watermark = if self.config.input_topics <= 1 {
+            times.max()
+        } else {
+            times.min()
+        };
         if let Some(w) = watermark {
             if self.stream_time.is_none_or(|s| w > s) {
                 self.stream_time = Some(w);
@@ -251,8 +275,8 @@ impl Correlator {
         }
     }
 
-    /// Hands an event to the handler of its kind, its scope interned.
-    fn dispatch(&mut self, event: Event, out: &mut Effects) -> Outcome {
+    /// Hands an event to the handler of its kind, its scope interned and its clock moved on.
+    fn dispatch(&mut self, event: Event, out: &mut Effects) -> (Outcome, ScopeIx) {
         let Event {
             source,
             session,
@@ -271,6 +295,7 @@ impl Correlator {
             },
             &self.hs,
         );
+        self.scope_event(scope, time);
         let env = Envelope {
             scope,
             turn,
@@ -278,7 +303,7 @@ impl Correlator {
             time,
             attributes,
         };
-        match body {
+        let outcome = match body {
             EventBody::Announce(announce) => self.on_announce(env, announce, out),
             EventBody::Completion(completion) => self.on_completion(env, completion, out),
             EventBody::TurnEnd(_) => self.on_turn_end(&env, DeadlineCause::TurnEnded),
@@ -347,6 +372,7 @@ impl Correlator {
                     Fact::Hook { entry },
                 )
             }
-        }
+        };
+        (outcome, scope)
     }
 }

@@ -2,6 +2,7 @@
 //! while it is pending).
 
 use super::merge::fold_approval;
+use super::provenance;
 use super::rules::Link;
 use crate::state::{Call, Done, ExecEnd, Fact, ScopeKey, WaitingResult};
 use toolcalls_model::{
@@ -79,6 +80,7 @@ pub(super) fn record_of_call(
     reason: Option<&str>,
     link: Link,
 ) -> ToolCallRecord {
+    let provenance = provenance::of_call(&call, done.as_ref());
     let extras = call.extras.map(|x| *x).unwrap_or_default();
     // A call without a start of its own started when it was announced.
     let started = extras.started_at.or(Some(call.created_at));
@@ -120,6 +122,7 @@ pub(super) fn record_of_call(
         },
         replay,
         attributes: extras.attributes,
+        provenance,
     }
 }
 
@@ -129,6 +132,7 @@ pub(super) fn record_of_waiting(
     phase: Phase,
     reason: &str,
 ) -> ToolCallRecord {
+    let provenance = provenance::of_waiting(&waiting);
     let facts = FoldedFacts::of(waiting.facts);
     let done = waiting.done;
     let timing = Timing::of(done.as_ref(), facts.started_at, facts.exec_end.as_ref());
@@ -169,6 +173,7 @@ pub(super) fn record_of_waiting(
         },
         replay: ReplayPolicy::RequiresOverride,
         attributes: waiting.attributes,
+        provenance,
     }
 }
 

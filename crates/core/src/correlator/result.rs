@@ -3,6 +3,7 @@
 
 use super::footprint::call_bytes;
 use super::merge::{add_to_waiting, merge_call_attributes};
+use super::repeats;
 use super::rules::{Hints, Link};
 use super::{Correlator, Envelope, Subject};
 use crate::state::{Digest, Done, Fact, Live, WaitingResult};
@@ -30,7 +31,26 @@ impl Correlator {
             cancelled: completion.cancelled,
             started_at: completion.started_at,
             duration_ms: completion.duration_ms,
+            pos: self.pos,
         };
+        // Without an id, a copy is known by its repeat key (`repeats.rs`).
+        let repeat = env
+            .call_id
+            .is_none()
+            .then(|| repeats::completion_key(completion.tool.as_deref(), checksum.as_ref(), &done));
+        if let Some(&seq) = repeat.and_then(|key| self.scopes.get(ix).repeats.get(&key)) {
+            match self.entries.live_mut(seq) {
+                Some(Live::Waiting(waiting)) => {
+                    waiting.events += 1;
+                    waiting.duplicates += 1;
+                    self.note_merged(seq);
+                    self.touch(seq);
+                    return Outcome::Duplicate;
+                }
+                Some(Live::Call(_)) => {}
+                None => return Outcome::Late,
+            }
+        }
         if let Some(seq) = env.call_id.as_ref().and_then(|id| self.holder(ix, id)) {
             match self.entries.live_mut(seq) {
                 Some(Live::Call(call)) => {
@@ -57,6 +77,9 @@ impl Correlator {
                         }
                         true
                     });
+                    if outcome == Outcome::Duplicate {
+                        self.note_merged(seq); // a new result's position is in its `Done`
+                    }
                     self.touch(seq);
                     return outcome;
                 }
@@ -73,6 +96,7 @@ impl Correlator {
             tool: completion.tool.as_deref(),
             oldest: hintless,
             fact: None,
+            last_resort: false,
         };
         if let Some(link) = self.find_call(ix, &hints) {
             if let Some(call) = self.entries.call_mut(link.seq) {
@@ -82,6 +106,9 @@ impl Correlator {
                 self.pending_bytes = self.pending_bytes + call_bytes(call) - before;
             }
             self.finish_with(link.seq, Some(done), link, out);
+            if let Some(key) = repeat {
+                self.remember_repeat(link.seq, key);
+            }
             return Outcome::Matched(link.strategy);
         }
 
@@ -91,18 +118,46 @@ impl Correlator {
             args: completion.args,
             checksum,
         };
-        self.park(env, subject, Some(done), None);
+        self.park(env, subject, Some(done), None, repeat);
         Outcome::Pending
     }
 
+    /// The grace of waiting result `seq` ran out: the announce it waited for (its own, by id; one
+    /// with its checksum) did not come. It takes a call by the fallbacks now if one fits at all,
+    /// and closes it. Whether it did.
+    pub(super) fn last_resort(&mut self, seq: u64, out: &mut Effects) -> bool {
+        let Some(Live::Waiting(waiting)) = self.entries.live(seq) else {
+            return false;
+        };
+        if waiting.done.is_none() {
+            return false;
+        }
+        let hints = Hints {
+            call_id: waiting.call_id(),
+            turn: waiting.turn.as_deref(),
+            checksum: waiting.checksum.as_ref(),
+            tool: waiting.tool.as_deref(),
+            oldest: false,
+            fact: None,
+            last_resort: true,
+        };
+        let Some(link) = self.find_call(waiting.scope, &hints) else {
+            return false;
+        };
+        let done = self.absorb_waiting(link.seq, seq);
+        self.finish_with(link.seq, done, link, out);
+        true
+    }
+
     /// Parks a result-side event (a result, or a fact) until its announce comes or its grace runs
-    /// out.
+    /// out. `repeat`: the repeat key of a result without an id.
     pub(super) fn park(
         &mut self,
         env: Envelope,
         subject: Subject,
         done: Option<Done>,
         fact: Option<Fact>,
+        repeat: Option<u64>,
     ) {
         let Envelope {
             scope: ix,
@@ -127,6 +182,11 @@ impl Correlator {
             tool: tool.map(String::into_boxed_str),
             args,
             checksum,
+            positions: if done.is_some() {
+                Vec::new()
+            } else {
+                vec![self.pos]
+            },
             done,
             facts: fact.into_iter().collect(),
             first_at: time,
@@ -136,7 +196,7 @@ impl Correlator {
             deadline: time.plus_millis(self.config.orphan_grace_ms),
             attributes,
         });
-        self.insert_waiting(seq, waiting);
+        self.insert_waiting(seq, waiting, repeat);
         self.touch(seq);
     }
 

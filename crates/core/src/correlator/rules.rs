@@ -9,6 +9,11 @@
 //!    chooses among each rule's candidates with [`pick`];
 //! 5. no link: the result waits, and a new call looks for it with the same rules
 //!    ([`Correlator::find_waiting_for`]).
+//!
+//! Where the announces of a scope carry call ids, an event with an id is linked by rule 1 only:
+//! its own announce may still come. A checksum rules out calls with another checksum under every
+//! rule. Once a waiting result's grace has run out, rules 2–4 get one last try without those two
+//! limits (`result.rs`, `last_resort`).
 
 use super::entries::Entries;
 use super::indexes::id_holder;
@@ -28,6 +33,10 @@ pub(super) struct Hints<'a> {
     pub(super) oldest: bool,
     /// Prefer calls that lack this fact (so identical calls each get their own start/end).
     pub(super) fact: Option<&'a Fact>,
+    /// The event's own announce did not come within its grace: the fallbacks may link it where
+    /// they would otherwise let it wait — an event with an id to an id-less call where calls
+    /// carry ids, an event with a checksum to a call with another one.
+    pub(super) last_resort: bool,
 }
 
 /// A link found by the rules: which entry, by which strategy, among how many candidates.
@@ -84,6 +93,11 @@ impl Correlator {
     /// Rules 2–4 for a result-side event: the pending call it belongs to.
     pub(super) fn find_call(&self, ix: ScopeIx, hints: &Hints<'_>) -> Option<Link> {
         let scope = self.scopes.get(ix);
+        // An event with an id, where calls carry ids, belongs to the call announced with that id:
+        // it takes no other call while that announce may still come.
+        if hints.call_id.is_some() && scope.calls_carry_ids() && !hints.last_resort {
+            return None;
+        }
         let (entries, hs) = (&self.entries, &self.hs);
         let turn = hints.turn.map(|t| turn_hash(hs, t));
         if let Some(digest) = hints.checksum {
@@ -131,9 +145,10 @@ impl Correlator {
                 }
             }
         }
-        // The fallbacks' limits: never two ids, never two different turns.
+        // The fallbacks' limits: never two ids, never two different turns, and never an event
+        // with an id waiting for its own announce where calls carry ids.
         let fits = |waiting: &WaitingResult| -> bool {
-            if call.has_id && waiting.has_id {
+            if waiting.has_id && (call.has_id || scope.calls_carry_ids()) {
                 return false;
             }
             !matches!((&call.turn, &waiting.turn), (Some(a), Some(b)) if a != b)
@@ -162,6 +177,8 @@ impl Correlator {
             }
             let rule = if waiting.checksum.is_some() && waiting.checksum == call.checksum {
                 0
+            } else if waiting.checksum.is_some() && call.checksum.is_some() {
+                continue; // two checksums: two calls
             } else if waiting.tool.as_deref() == Some(tool) {
                 1
             } else if waiting.hintless() {
@@ -188,9 +205,10 @@ impl Correlator {
 }
 
 /// Picks among candidate calls `cands` the oldest by (created time, arrival) that fits the hints,
-/// preferring one that lacks the hinted fact. `turn`: the hash of the hinted turn. `digest`: only
-/// calls with this checksum count (the checksum table may offer others). A candidate is read from
-/// the entries only when its slot cannot decide alone.
+/// preferring one that lacks the hinted fact, and for an event without an id one without an id.
+/// `turn`: the hash of the hinted turn. `digest`: only calls with this checksum count (the
+/// checksum table may offer others). A candidate is read from the entries only when its slot
+/// cannot decide alone.
 fn pick(
     entries: &Entries,
     hints: &Hints<'_>,
@@ -199,8 +217,11 @@ fn pick(
     digest: Option<&Digest>,
     strategy: Strategy,
 ) -> Option<Link> {
-    let mut first: Option<(Timestamp, u64)> = None;
-    let mut first_lacking: Option<(Timestamp, u64)> = None;
+    // An event without an id prefers a call without one: a call announced with an id gets its
+    // own result by that id. It still takes one (hook payloads without `tool_use_id` find the
+    // transcript's call) when no id-less call fits.
+    let mut first: Option<(bool, Timestamp, u64)> = None;
+    let mut first_lacking: Option<(bool, Timestamp, u64)> = None;
     let mut candidates = 0u32;
     for cand in cands {
         #[cfg(debug_assertions)]
@@ -224,11 +245,25 @@ fn pick(
             _ => false,
         };
         let mut lacking = true;
-        if turn_to_check || digest.is_some() || hints.call_id.is_some() || hints.fact.is_some() {
+        // A checksum rules out the calls whose checksum differs, under every rule: they are
+        // other calls. Only the last resort looks past it (two sources may hash one call apart).
+        let other_checksums = hints.checksum.is_some() && !hints.last_resort;
+        if turn_to_check
+            || digest.is_some()
+            || other_checksums
+            || hints.call_id.is_some()
+            || hints.fact.is_some()
+        {
             let Some(call) = entries.call(cand.seq) else {
                 continue;
             };
             if digest.is_some() && call.checksum.as_ref() != digest {
+                continue;
+            }
+            if other_checksums
+                && call.checksum.is_some()
+                && call.checksum.as_ref() != hints.checksum
+            {
                 continue;
             }
             if hints.call_id.is_some() && call.has_any_id() {
@@ -242,7 +277,13 @@ fn pick(
             lacking = hints.fact.is_none_or(|f| lacks(call, f));
         }
         candidates += 1;
-        let key = (cand.created_at, cand.seq);
+        // Whether the call has an id now (the slot knows only whether it had one when filed).
+        let has_id_now = || entries.call(cand.seq).is_some_and(Call::has_any_id);
+        let key = (
+            hints.call_id.is_none() && (cand.has_id() || has_id_now()),
+            cand.created_at,
+            cand.seq,
+        );
         if first.is_none_or(|f| key < f) {
             first = Some(key);
         }
@@ -250,7 +291,7 @@ fn pick(
             first_lacking = Some(key);
         }
     }
-    first_lacking.or(first).map(|(_, seq)| Link {
+    first_lacking.or(first).map(|(_, _, seq)| Link {
         seq,
         strategy,
         candidates,

@@ -88,6 +88,30 @@ pub(super) struct Scope {
     pub(super) waiting: BTreeSet<u64>,
     /// Idempotency key → the live or closed call that holds it.
     pub(super) idem: HashMap<String, u64>,
+    /// Repeat key of an event without an id → the live or closed entry that holds the event
+    /// (`repeats.rs`).
+    pub(super) repeats: HashMap<u64, u64>,
+    /// Entries (pending or remembered) of calls announced with an id of their own. While there
+    /// are any, the scope's calls carry ids: a result with an id waits for its own announce
+    /// instead of taking an id-less call by a fallback (docs/ARCHITECTURE.md, Correlation →
+    /// Rules). Counted from the entries, so a restored scope says the same.
+    pub(super) id_calls: u32,
+    /// The scope's own event time: the largest event time of its events on each input topic
+    /// (a third topic and beyond count as the second; the processor reads two).
+    pub(super) clocks: [Option<Timestamp>; 2],
+    /// Its clock, the watermark of `clocks` ([`watermark`]). Its deadlines fire as it passes
+    /// them (docs/ARCHITECTURE.md, Correlation → Time).
+    pub(super) clock: Option<Timestamp>,
+    /// The scope went idle (`clock.rs`): its deadlines follow the partition's stream time until
+    /// its next event.
+    pub(super) idle: bool,
+    /// Wall time when its last event came, as the runtime last told it (`Correlator::tick`);
+    /// `None` until the runtime tells the time after that.
+    pub(super) active_wall: Option<Timestamp>,
+    /// The deadlines of its entries, (when, seq).
+    pub(super) timers: BTreeSet<(Timestamp, u64)>,
+    /// Its changelog key (a sequence number of its own), once numbered.
+    pub(super) seq: Option<u64>,
 }
 
 impl Scope {
@@ -103,7 +127,20 @@ impl Scope {
             tool_ix: HashMap::default(),
             waiting: BTreeSet::new(),
             idem: HashMap::default(),
+            repeats: HashMap::default(),
+            id_calls: 0,
+            clocks: [None; 2],
+            clock: None,
+            idle: false,
+            active_wall: None,
+            timers: BTreeSet::new(),
+            seq: None,
         }
+    }
+
+    /// Whether calls of this scope carry ids (see `id_calls`).
+    pub(super) fn calls_carry_ids(&self) -> bool {
+        self.id_calls > 0
     }
 
     pub(super) fn tool_name(&self, slot: u32) -> &str {
@@ -160,6 +197,10 @@ pub(super) struct Scopes {
     index: HashTable<ScopeIx>,
     /// Scopes that may have no entry left; dropped at the end of the step if they still have none.
     empty: Vec<ScopeIx>,
+    /// Scopes by their changelog key.
+    pub(super) by_seq: HashMap<u64, ScopeIx>,
+    /// Changelog keys of scopes dropped since the last look (their values become tombstones).
+    pub(super) dropped: Vec<u64>,
 }
 
 impl Scopes {
@@ -226,8 +267,22 @@ impl Scopes {
             if let Ok(slot) = self.index.find_entry(hs.hash_one(&scope.key), |&i| i == ix) {
                 slot.remove();
             }
+            if let Some(seq) = scope.seq {
+                self.by_seq.remove(&seq);
+                self.dropped.push(seq);
+            }
             self.slots[ix as usize] = None;
             self.free.push(ix);
         }
     }
+}
+
+/// A scope's clock from its clocks per input topic: with one topic, its clock; with two, the
+/// older of the two once both have delivered an event of the scope — so that a topic read ahead
+/// of the other does not move the scope past deadlines whose events are still unread there.
+pub(super) fn watermark(clocks: &[Option<Timestamp>; 2], input_topics: u16) -> Option<Timestamp> {
+    if input_topics <= 1 {
+        return clocks[0].max(clocks[1]);
+    }
+    Some(clocks[0]?.min(clocks[1]?))
 }

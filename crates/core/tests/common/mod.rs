@@ -180,7 +180,9 @@ pub fn config() -> Config {
         idempotency_window_ms: 10_000,
         dedupe_window_ms: 20_000,
         max_pending: 1_000,
+        max_pending_bytes: 64 << 20,
         max_remembered: 1_000,
+        session_idle_ms: 30_000,
         input_topics: 1,
     }
 }

@@ -340,11 +340,34 @@ mod tests {
 
     #[test]
     fn nesting_too_deep_is_refused_inside_arguments_too() {
-        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        // Deeper than serde_json's 128 levels is fine in arguments (JavaScript takes it)…
+        assert!(Event::decode(&announce_with_args(&deep(200))).is_ok());
+        assert!(Event::decode(&announce_with_args(&deep(crate::json::MAX_DEPTH))).is_ok());
+        // …up to the bound.
         assert_eq!(
-            Event::decode(&announce_with_args(&deep)),
+            Event::decode(&announce_with_args(&deep(crate::json::MAX_DEPTH + 1))),
             Err(DecodeError::TooDeep)
         );
+    }
+
+    #[test]
+    fn arguments_javascript_takes_are_kept() {
+        for args in [
+            r#""\ud800""#,
+            r#"{"a":"\udc00\ud800"}"#,
+            "1e400",
+            "-1e400",
+            "1e-400",
+        ] {
+            let e =
+                Event::decode(&announce_with_args(args)).unwrap_or_else(|e| panic!("{args}: {e}"));
+            let EventBody::Announce(a) = &e.body else {
+                panic!("{e:?}")
+            };
+            assert_eq!(a.args.as_ref().map(Json::as_str), Some(args));
+            assert_eq!(Event::decode(&e.encode()).unwrap(), e);
+        }
     }
 
     #[test]

@@ -9,7 +9,10 @@ pub enum DecodeError {
     InvalidUtf8,
     #[error("message is not JSON: {0}")]
     NotJson(String),
-    #[error("message nests too deeply (serde_json's limit is 128 levels); flatten the arguments or result")]
+    #[error(
+        "message nests too deeply (`args` and `result` may nest {} levels, the rest of a message 127); flatten it",
+        crate::json::MAX_DEPTH
+    )]
     TooDeep,
     #[error(
         "message is larger than {limit} bytes ({size} bytes); raise the limit or trim the result"

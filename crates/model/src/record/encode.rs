@@ -2,7 +2,9 @@
 //! writes for it (a test holds the two equal), but the field names are constants, so only the
 //! values go through JSON escaping.
 
-use super::{Correlation, Metadata, ReplayPolicy, Spec, Status, ToolCallRecord};
+use super::{
+    Correlation, Metadata, Origin, Provenance, ReplayPolicy, Spec, Status, ToolCallRecord,
+};
 use crate::ids::{CallId, ThreadId, TurnId};
 use crate::json::Json;
 use crate::time::Timestamp;
@@ -55,6 +57,7 @@ impl ToolCallRecord {
             + opt(status.reason.as_deref())
             + self.correlation.key.len()
             + map(self.attributes.as_ref())
+            + self.provenance.size_hint()
     }
 
     fn write_json(&self, w: &mut Writer) {
@@ -77,7 +80,70 @@ impl ToolCallRecord {
             ReplayPolicy::RequiresOverride => "\"requires_override\"",
         });
         o.value_if_some("attributes", self.attributes.as_ref());
+        if !self.provenance.is_empty() {
+            self.provenance.write_json(o.key("provenance"));
+        }
         o.end();
+    }
+}
+
+impl Provenance {
+    fn size_hint(&self) -> usize {
+        self.0
+            .iter()
+            .map(|o| {
+                let name = match o {
+                    Origin::Topic(t) => t.topic.len(),
+                    Origin::Lines(f) => f.file.len(),
+                    Origin::Events(f) => f.file.len(),
+                    Origin::Input(_) => 0,
+                };
+                48 + name + 12 * o.positions().len()
+            })
+            .sum()
+    }
+
+    fn write_json(&self, w: &mut Writer) {
+        w.raw("[");
+        for (i, origin) in self.0.iter().enumerate() {
+            w.raw(if i == 0 { "{" } else { ",{" });
+            let positions = match origin {
+                Origin::Topic(t) => {
+                    w.raw("\"topic\":");
+                    w.str(&t.topic);
+                    w.raw(",\"partition\":");
+                    w.int(i64::from(t.partition));
+                    w.raw(",\"offsets\":[");
+                    &t.offsets
+                }
+                Origin::Lines(f) => {
+                    w.raw("\"file\":");
+                    w.str(&f.file);
+                    w.raw(",\"lines\":[");
+                    &f.lines
+                }
+                Origin::Events(f) => {
+                    w.raw("\"file\":");
+                    w.str(&f.file);
+                    w.raw(",\"events\":[");
+                    &f.events
+                }
+                Origin::Input(n) => {
+                    w.raw("\"input\":");
+                    w.int(i64::from(n.input));
+                    w.raw(",\"offsets\":[");
+                    &n.offsets
+                }
+            };
+            for (j, p) in positions.iter().enumerate() {
+                if j > 0 {
+                    w.raw(",");
+                }
+                w.int(*p);
+            }
+            w.raw("]}");
+        }
+        w.raw("]");
     }
 }
 
@@ -226,6 +292,36 @@ impl Writer {
         } else {
             self.quoted(s);
         }
+    }
+
+    /// An integer, as serde_json writes it (two digits at a time).
+    fn int(&mut self, n: i64) {
+        const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+            2021222324252627282930313233343536373839\
+            4041424344454647484950515253545556575859\
+            6061626364656667686970717273747576777879\
+            8081828384858687888990919293949596979899";
+        let mut buf = [0u8; 20];
+        let mut i = buf.len();
+        let mut v = n.unsigned_abs();
+        while v >= 100 {
+            let pair = (v % 100) as usize * 2;
+            v /= 100;
+            i -= 2;
+            buf[i..i + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+        }
+        if v >= 10 {
+            let pair = v as usize * 2;
+            i -= 2;
+            buf[i..i + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+        } else {
+            i -= 1;
+            buf[i] = b'0' + v as u8;
+        }
+        if n < 0 {
+            self.out.push(b'-');
+        }
+        self.out.extend_from_slice(&buf[i..]);
     }
 
     fn bool(&mut self, b: bool) {
@@ -429,7 +525,41 @@ mod tests {
                 ReplayPolicy::RequiresOverride
             },
             attributes: on(29).then(|| map(&s[5])),
+            provenance: provenance(s, n, bits),
         }
+    }
+
+    /// No provenance, or one of every shape, named by the strings.
+    fn provenance(s: &[String; 8], n: [u64; 4], bits: u32) -> Provenance {
+        use crate::record::{FileEvents, FileLines, TopicOffsets};
+        if bits & (1 << 30) == 0 {
+            return Provenance::default();
+        }
+        let offsets = vec![0, n[0] as i64, -(n[1] as i64), i64::MAX, i64::MIN];
+        let mut p = Provenance::from_positions(&mut [(0, 1), (7, n[2] as i64), (7, 0)]);
+        let mut at = 0;
+        p.name(|input, positions| {
+            at += 1;
+            match at % 3 {
+                1 => Origin::Topic(TopicOffsets {
+                    topic: s[input as usize].clone(),
+                    partition: n[3] as i32,
+                    offsets: offsets.clone(),
+                }),
+                2 => Origin::Lines(FileLines {
+                    file: s[7].clone(),
+                    lines: positions,
+                }),
+                _ => Origin::Events(FileEvents {
+                    file: s[6].clone(),
+                    events: positions,
+                }),
+            }
+        });
+        if bits & (1 << 31) != 0 {
+            p.0.extend(Provenance::from_positions(&mut [(u16::MAX, 3)]).0);
+        }
+        p
     }
 
     #[test]

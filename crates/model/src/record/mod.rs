@@ -8,6 +8,9 @@
 //! This file holds the record's types; `encode` writes a record as JSON.
 
 mod encode;
+mod provenance;
+
+pub use provenance::{FileEvents, FileLines, InputOffsets, Origin, Provenance, TopicOffsets};
 
 use crate::checksum::Checksum;
 use crate::event::{ApprovalDecision, HookVerdict, SideEffects};
@@ -50,6 +53,10 @@ pub struct ToolCallRecord {
     /// Producer attributes of the events merged (later events win per key).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attributes: Option<Map<String, Value>>,
+    /// The input positions of the events merged into the record (`provenance.rs`); records
+    /// written before it was added have none.
+    #[serde(default, skip_serializing_if = "Provenance::is_empty")]
+    pub provenance: Provenance,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -79,6 +79,10 @@ const INVALID_EXAMPLES: &[(&str, &str)] = &[
     ("record-negative-duration", "invalid value: integer `-5`"),
     ("record-phase-lowercase", "unknown variant `succeeded`"),
     ("record-phase-unknown", "unknown variant `Completed`"),
+    (
+        "record-provenance-unknown-shape",
+        "did not match any variant of untagged enum Origin",
+    ),
     ("record-ref-unknown-field", "unknown field `version`"),
     (
         "record-revision-too-large",
@@ -233,7 +237,17 @@ fn example_checksums_are_the_adk_checksums() {
             continue;
         }
         checked += 1;
-        let expected = checksum_of(tool, Some(args));
+        // A string of JSON text from a format that encodes its arguments so (OpenAI, Codex
+        // `function_call`, OTel) is hashed as the value it holds; any other args as sent.
+        let source = ex.json["source"]
+            .as_str()
+            .or_else(|| ex.json["metadata"]["source"].as_str());
+        let expected = match (args.as_str(), source) {
+            (Some(encoded), Some("openai" | "codex" | "otel")) => {
+                toolcalls_model::checksum::checksum_of_encoded(tool, encoded)
+            }
+            _ => checksum_of(tool, Some(args)),
+        };
         if checksum != expected.as_str() {
             failures.push(format!(
                 "{}: checksum {checksum} is not sha256(canonical {{tool, args}}) = {expected}",

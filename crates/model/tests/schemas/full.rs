@@ -1,7 +1,9 @@
 //! Fully populated events and records: every field set, so that every field is checked.
 
 use serde_json::{json, Map, Value};
-use toolcalls_model::record::{API_VERSION, KIND};
+use toolcalls_model::record::{
+    FileEvents, FileLines, Origin, Provenance, TopicOffsets, API_VERSION, KIND,
+};
 use toolcalls_model::{
     checksum_of, Announce, Approval, ApprovalDecision, ApprovalState, Completion, Correlation,
     Event, EventBody, EventKind, ExecutionEnd, ExecutionStart, HookDecision, HookDecisionEntry,
@@ -180,6 +182,21 @@ pub(crate) fn full_record() -> ToolCallRecord {
         },
         replay: ReplayPolicy::Free,
         attributes: Some(object(json!({"cwd": "/work/main"}))),
+        provenance: Provenance(vec![
+            Origin::Topic(TopicOffsets {
+                topic: "toolcalls.announce".to_owned(),
+                partition: 3,
+                offsets: vec![1200, 1201],
+            }),
+            Origin::Lines(FileLines {
+                file: "session.jsonl".to_owned(),
+                lines: vec![7],
+            }),
+            Origin::Events(FileEvents {
+                file: "rollout.jsonl".to_owned(),
+                events: vec![2],
+            }),
+        ]),
     }
 }
 

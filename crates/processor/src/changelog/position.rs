@@ -4,7 +4,7 @@
 use toolcalls_core::Position;
 
 /// Header of changelog entries: the input position that last changed the entry, `topic:offset`.
-pub(crate) const POS_HEADER: &str = "toolcalls.pos";
+pub const POS_HEADER: &str = "toolcalls.pos";
 
 /// `topic:offset` into a stack buffer (no allocation per changelog entry).
 pub(crate) fn write_pos(pos: Position, buf: &mut [u8; 32]) -> &[u8] {
@@ -17,7 +17,7 @@ pub(crate) fn write_pos(pos: Position, buf: &mut [u8; 32]) -> &[u8] {
 }
 
 /// The position a [`POS_HEADER`] value holds.
-pub(crate) fn decode_pos(s: &[u8]) -> Option<Position> {
+pub fn decode_pos(s: &[u8]) -> Option<Position> {
     let s = std::str::from_utf8(s).ok()?;
     let (t, o) = s.split_once(':')?;
     Some(Position {

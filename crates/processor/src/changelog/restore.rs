@@ -66,7 +66,7 @@ pub(crate) struct Restored {
 
 /// What a restore keeps of the changelog messages it reads, in log order: the latest committed
 /// value of each key, the keys whose latest message was skipped, the highest entry number seen.
-struct Fold {
+pub struct Fold {
     /// Per input topic, the committed offset: a message changed at or past it is skipped.
     limit: [i64; 2],
     latest: HashMap<String, Vec<u8>>,
@@ -294,12 +294,13 @@ mod tests {
         log.extend(c.take_changelog());
 
         // The restore at the committed offsets leaves b out, and its first checkpoint (no input
-        // yet) writes b's key (gone: a tombstone) and the partition-wide entry again.
+        // yet) writes b's key (gone: a tombstone), the session's clock (as a left it) and the
+        // partition-wide entry again.
         let (mut restored, restated) = restore(&log, [1, 0]);
         assert_eq!(restored.pending_len(), 1);
-        assert_eq!(restated, 2);
+        assert_eq!(restated, 3);
         let first = restored.take_changelog();
-        assert_eq!(first.len(), 2, "{first:?}");
+        assert_eq!(first.len(), 3, "{first:?}");
         assert!(first.iter().all(|op| op.pos == Position::RESTATED));
         assert_eq!(first.iter().filter(|op| op.value.is_none()).count(), 1);
         log.extend(first);

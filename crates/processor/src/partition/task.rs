@@ -183,9 +183,14 @@ impl PartitionTask {
     /// Punctuation: moves stream time on where input no longer does, and fires the deadlines it
     /// passes.
     async fn tick(&mut self) {
+        self.clock.read();
         if let Some(t) = self.clock.punctuate(&self.correlator) {
-            self.clock.read();
             self.correlator.advance(t, &mut self.effects);
+        }
+        // Sessions quiet by the wall clock too go idle (docs/ARCHITECTURE.md, Correlation → Time).
+        let wall = toolcalls_model::Timestamp::from_millis(self.clock.now_ms());
+        self.correlator.tick(wall, &mut self.effects);
+        if !self.effects.records.is_empty() {
             self.publish_records().await;
         }
         self.telemetry.state_sampled(&self.correlator, true);
@@ -194,10 +199,18 @@ impl PartitionTask {
     fn answer(&self, q: Query) {
         match q {
             Query::Get(id, tx) => {
-                let _ = tx.send(self.correlator.get(&id));
+                let mut record = self.correlator.get(&id);
+                if let Some(r) = record.as_mut() {
+                    self.env.topics.name_provenance(self.partition, r);
+                }
+                let _ = tx.send(record);
             }
             Query::Session(session, tx) => {
-                let _ = tx.send(self.correlator.pending_in_session(&session));
+                let mut records = self.correlator.pending_in_session(&session);
+                for r in &mut records {
+                    self.env.topics.name_provenance(self.partition, r);
+                }
+                let _ = tx.send(records);
             }
         }
     }
@@ -316,7 +329,8 @@ impl PartitionTask {
 
     /// Publishes the records the correlator closed.
     async fn publish_records(&mut self) {
-        for record in &self.effects.records {
+        for record in &mut self.effects.records {
+            self.env.topics.name_provenance(self.partition, record);
             self.telemetry.record_published(record, self.clock.now_ms());
             self.outbox.record(record).await;
         }

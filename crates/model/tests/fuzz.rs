@@ -1,0 +1,131 @@
+//! Fuzzing event decoding: mutated v1 events (the README's example session, the schema examples,
+//! one event of every kind) must never panic `Event::decode`, and what decodes must encode and
+//! decode again to the same event, with a checksum and a lossy tree for its arguments and result.
+//!
+//! A bounded run is part of `cargo test`; `TOOLCALLS_FUZZ_SECS=600 scripts/fuzz.sh` is the long
+//! run (see `support/fuzz.rs` for the knobs).
+
+#[path = "support/fuzz.rs"]
+mod fuzz;
+
+use std::path::Path;
+
+use toolcalls_model::checksum::{checksum_of_encoded, checksum_of_json};
+use toolcalls_model::{Event, EventBody, Json};
+
+fn workspace_root() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+}
+
+/// The v1 events to start from: every line of `examples/session.jsonl`, every schema example of
+/// an event, and one event of every kind.
+fn corpus() -> Vec<Vec<u8>> {
+    let mut corpus = fuzz::v1_events();
+    if let Ok(text) = std::fs::read(workspace_root().join("examples/session.jsonl")) {
+        corpus.extend(
+            text.split(|&b| b == b'\n')
+                .filter(|l| !l.is_empty())
+                .map(<[u8]>::to_vec),
+        );
+        corpus.push(text);
+    }
+    for dir in ["schemas/examples/valid", "schemas/examples/invalid"] {
+        for path in fuzz::files_under(&workspace_root().join(dir)) {
+            if let Ok(bytes) = std::fs::read(&path) {
+                corpus.push(bytes);
+            }
+        }
+    }
+    corpus
+}
+
+fn check_event(bytes: &[u8]) {
+    let event = match Event::decode(bytes) {
+        Ok(event) => event,
+        Err(e) => {
+            // The reason is a bounded label and the message renders.
+            assert!(!e.reason().is_empty());
+            let _ = e.to_string();
+            return;
+        }
+    };
+    let encoded = event.encode();
+    let again = Event::decode(&encoded).unwrap_or_else(|e| {
+        panic!(
+            "a decoded event does not decode again after encoding ({e}): {}",
+            String::from_utf8_lossy(&encoded)
+        )
+    });
+    assert_eq!(again, event, "encode then decode changed the event");
+    let (tool, args, result): (Option<&str>, Option<&Json>, Option<&Json>) = match &event.body {
+        EventBody::Announce(a) => (Some(&a.tool), a.args.as_ref(), None),
+        EventBody::Completion(c) => (c.tool.as_deref(), c.args.as_ref(), c.result.as_ref()),
+        EventBody::Approval(a) => (a.tool.as_deref(), a.args.as_ref(), None),
+        EventBody::HookDecision(h) => (h.tool.as_deref(), h.args.as_ref(), None),
+        _ => (None, None, None),
+    };
+    let tool = tool.unwrap_or("t");
+    let _ = checksum_of_json(tool, args);
+    if let Some(args) = args {
+        let _ = args.to_value();
+        let _ = args.try_to_value();
+        // As encoded arguments too (what the adapters do with OpenAI's strings).
+        let _ = checksum_of_encoded(tool, args.as_str());
+        if let Ok(serde_json::Value::String(s)) = args.try_to_value() {
+            let _ = checksum_of_encoded(tool, &s);
+        }
+    }
+    if let Some(result) = result {
+        let _ = result.to_value();
+    }
+}
+
+#[test]
+fn event_decode_never_panics() {
+    let corpus = corpus();
+    assert!(corpus.len() > 20, "the corpus is missing files");
+    let odd = fuzz::odd_values();
+    let budget = fuzz::Budget::from_env(3000);
+    fuzz::run(
+        "event_decode",
+        &budget,
+        |rng, _| {
+            let base = rng.pick(&corpus).clone();
+            fuzz::mutate(rng, &base, &corpus, &odd)
+        },
+        |input| {
+            // Each line as one message (how the processor and local mode read them), and the
+            // whole input as one.
+            for line in input.split(|&b| b == b'\n') {
+                check_event(line);
+            }
+            check_event(input);
+        },
+    );
+}
+
+#[test]
+fn odd_values_in_every_field_never_panic() {
+    // Every field of every kind of event, set to every odd value: no luck needed.
+    let odd = fuzz::odd_values();
+    let mut cases = 0;
+    for event in fuzz::v1_events() {
+        let value: serde_json::Value = serde_json::from_slice(&event).unwrap();
+        let serde_json::Value::Object(map) = &value else {
+            unreachable!()
+        };
+        for key in map.keys() {
+            for odd in &odd {
+                let mut m = map.clone();
+                m.insert(key.clone(), serde_json::Value::String("\u{1}P\u{1}".into()));
+                let text =
+                    serde_json::Value::Object(m)
+                        .to_string()
+                        .replacen(r#""\u0001P\u0001""#, odd, 1);
+                check_event(text.as_bytes());
+                cases += 1;
+            }
+        }
+    }
+    println!("odd values in every field: {cases} events, 0 panics");
+}

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The long fuzz run: every fuzz test of the workspace, in release builds, for SECONDS each (default
+# 600), all at once — ten minutes of wall clock for the default — then a summary.
+#
+#   scripts/fuzz.sh            # 10 minutes
+#   scripts/fuzz.sh 60         # one minute
+#   TOOLCALLS_FUZZ_SEED=7 scripts/fuzz.sh   # another sequence of inputs (the default is fixed)
+#
+# The tests (a bounded run of each is part of scripts/test.sh):
+#   crates/model/tests/fuzz.rs        event decoding (mutated v1 events)
+#   crates/adapters/tests/fuzz.rs     every adapter, then the core and the record encoder
+#   crates/core/tests/fuzz_local.rs   local mode's path for v1 events, then the record encoder
+#   tests/fuzz_local.rs               the `toolcalls local` binary, one process per case
+# Each prints `fuzz NAME: N cases in S s, 0 panics`; a panic fails the test with the seed of its
+# case and the path of the saved input.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+secs="${1:-600}"
+export TOOLCALLS_FUZZ_SECS="$secs"
+unset TOOLCALLS_FUZZ_CASES
+log_dir="${TMPDIR:-/tmp}/toolcalls-fuzz-logs"
+mkdir -p "$log_dir"
+
+tests=(
+  "-p toolcalls-model --test fuzz"
+  "-p toolcalls-adapters --test fuzz"
+  "-p toolcalls-core --test fuzz_local"
+  "-p toolcalls --test fuzz_local"
+)
+
+echo "==> building the fuzz tests (release)" >&2
+for t in "${tests[@]}"; do
+  # shellcheck disable=SC2086
+  cargo test --release --locked $t --no-run
+done
+
+echo "==> fuzzing for ${secs} s (logs in $log_dir)" >&2
+pids=()
+for i in "${!tests[@]}"; do
+  # shellcheck disable=SC2086
+  cargo test --release --locked ${tests[$i]} -- --nocapture >"$log_dir/$i.log" 2>&1 &
+  pids+=($!)
+done
+status=0
+for i in "${!pids[@]}"; do
+  if ! wait "${pids[$i]}"; then
+    echo "FAILED: cargo test --release ${tests[$i]} (log: $log_dir/$i.log)" >&2
+    status=1
+  fi
+done
+grep -h '^fuzz ' "$log_dir"/*.log || true
+exit "$status"

@@ -1,0 +1,676 @@
+//! The reconciliation: what the records, dead letters and pending state claim about the input
+//! positions, and what the inputs turn out to hold.
+//!
+//! Claims are gathered first (records, dead letters, pending calls), then the inputs stream past
+//! once: each position is looked up, and only the positions nothing claims are kept until the
+//! end, when they are matched to a record by the identity of their event (a repeat of an event
+//! merged into that record). Memory is a few dozen bytes per claimed position; the inputs are
+//! never held.
+
+use foldhash::fast::RandomState;
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use toolcalls_model::checksum::digest_of_json;
+use toolcalls_model::record::{Origin, Provenance};
+use toolcalls_model::{Event, EventBody, EventKind, RecordId};
+
+/// An input position: the input's number in the ledger, and the offset, line or event number.
+pub type Pos = (u32, i64);
+
+type Map<K, V> = HashMap<K, V, RandomState>;
+
+/// What an input is, as records, dead letters and the command line name it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum InputKey {
+    /// A topic partition (the processor).
+    Topic(String, i32),
+    /// A file of v1 events, by line (`toolcalls local`).
+    Lines(String),
+    /// A native file read through an adapter, by event number (`toolcalls local --format`).
+    Events(String),
+}
+
+impl fmt::Display for InputKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InputKey::Topic(t, p) => write!(f, "{t}/{p}"),
+            InputKey::Lines(file) | InputKey::Events(file) => f.write_str(file),
+        }
+    }
+}
+
+/// Which positions of an input the audit covers: `from ..= to - 1`; `to: None` reads to the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Range {
+    pub from: i64,
+    pub to: Option<i64>,
+}
+
+impl Range {
+    pub const ALL: Range = Range {
+        from: i64::MIN,
+        to: None,
+    };
+
+    pub fn contains(&self, at: i64) -> bool {
+        at >= self.from && self.to.is_none_or(|to| at < to)
+    }
+}
+
+struct Input {
+    key: InputKey,
+    range: Range,
+    /// How the runtime numbered this input for the core: its input number, and what to add to a
+    /// position to get the core's offset (a record key `@input:offset` derives from it).
+    core: (u16, i64),
+    /// The input was read (to the end of its range).
+    read: bool,
+}
+
+/// What kind of claim a record makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Published,
+    Pending,
+}
+
+struct RecordInfo {
+    id: RecordId,
+    kind: Kind,
+    latest: u32,
+    /// A hash of the first copy of the latest revision.
+    content: u64,
+}
+
+#[derive(Clone, Copy)]
+struct Claim {
+    record: u32,
+    revision: u32,
+    seen: bool,
+}
+
+/// One thing that does not add up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Discrepancy {
+    /// An input event that no record, dead letter or pending call accounts for, and that repeats
+    /// no event of a record; with the record it would have gone into, where its id (or, for an
+    /// announce without one, its position) says.
+    Missing {
+        at: String,
+        event: String,
+        expected: Option<RecordId>,
+    },
+    /// An input that is not a valid event and was not dead-lettered.
+    Undecodable { at: String, reason: String },
+    /// A position two different records list.
+    ClaimedTwice {
+        at: String,
+        first: RecordId,
+        second: RecordId,
+    },
+    /// A position both in a record (or pending) and dead-lettered.
+    RecordAndDeadLetter {
+        at: String,
+        record: RecordId,
+        reason: String,
+    },
+    /// A position both in a published record and in a pending call.
+    RecordAndPending {
+        at: String,
+        record: RecordId,
+        pending: RecordId,
+    },
+    /// A record id published twice at one revision with different content.
+    ConflictingCopies { record: RecordId, revision: u32 },
+    /// A position only an older revision of a record lists.
+    DroppedByRevision {
+        at: String,
+        record: RecordId,
+        revision: u32,
+        latest: u32,
+    },
+    /// A record names a position inside the audited range that holds no input event.
+    NoSuchInput { at: String, record: RecordId },
+    /// A record line that is not a record, or a provenance the runtime did not name.
+    BadRecord { at: String, why: String },
+}
+
+impl fmt::Display for Discrepancy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Discrepancy::Missing {
+                at,
+                event,
+                expected,
+            } => {
+                write!(
+                    f,
+                    "missing     {at}: {event} is in no record, not dead-lettered, not pending, and repeats no event of a record"
+                )?;
+                match expected {
+                    Some(id) => write!(f, " (its record would be {id})"),
+                    None => Ok(()),
+                }
+            }
+            Discrepancy::Undecodable { at, reason } => write!(
+                f,
+                "undecodable {at}: not a valid event ({reason}) and not dead-lettered"
+            ),
+            Discrepancy::ClaimedTwice { at, first, second } => {
+                write!(f, "twice       {at}: in record {first} and in record {second}")
+            }
+            Discrepancy::RecordAndDeadLetter { at, record, reason } => write!(
+                f,
+                "both        {at}: in record {record} and dead-lettered ({reason})"
+            ),
+            Discrepancy::RecordAndPending {
+                at,
+                record,
+                pending,
+            } => write!(
+                f,
+                "both        {at}: in published record {record} and in pending call {pending}"
+            ),
+            Discrepancy::ConflictingCopies { record, revision } => write!(
+                f,
+                "conflict    record {record} revision {revision} was published twice with different content"
+            ),
+            Discrepancy::DroppedByRevision {
+                at,
+                record,
+                revision,
+                latest,
+            } => write!(
+                f,
+                "dropped     {at}: in record {record} revision {revision}, not in its latest revision {latest}"
+            ),
+            Discrepancy::NoSuchInput { at, record } => write!(
+                f,
+                "no input    {at}: named by record {record}, but the input holds no event there"
+            ),
+            Discrepancy::BadRecord { at, why } => write!(f, "bad record  {at}: {why}"),
+        }
+    }
+}
+
+/// What the audit found, counted.
+#[derive(Debug, Default, Clone)]
+pub struct Counts {
+    pub records: u64,
+    pub record_ids: u64,
+    /// Copies of a record at a revision already read, byte for byte the same.
+    pub identical_copies: u64,
+    pub revisions: u64,
+    pub dead_letters: u64,
+    pub pending_calls: u64,
+    pub inputs: u64,
+    pub in_records: u64,
+    pub dead_lettered: u64,
+    pub pending: u64,
+    pub repeats: u64,
+    pub turn_events: u64,
+    /// Lines `toolcalls local` refused on input (it reports them on stderr; it has no dead-letter
+    /// file).
+    pub bad_lines: u64,
+    /// Positions records, dead letters or pending calls name outside the audited inputs.
+    pub outside: u64,
+}
+
+/// The audit's state; see the module docs.
+pub struct Ledger {
+    inputs: Vec<Input>,
+    by_key: Map<InputKey, u32>,
+    records: Vec<RecordInfo>,
+    by_id: Map<RecordId, u32>,
+    /// The content hash of each revision but a record's latest, by (record, revision): rare.
+    older: Map<(u32, u32), u64>,
+    claims: Map<Pos, Claim>,
+    dead: Map<Pos, Box<str>>,
+    /// Identity of an event merged into a record → the record.
+    identities: Map<u64, u32>,
+    /// Input events nothing claims: their identity, a description and the record they would
+    /// be in, resolved at the end.
+    unclaimed: Vec<(Pos, Option<u64>, String, Option<RecordId>)>,
+    /// Whether an input that is not a valid event counts as a bad line (files: `toolcalls local`
+    /// reports them and goes on) or must be dead-lettered (topics).
+    bad_lines_expected: bool,
+    pub counts: Counts,
+    pub discrepancies: Vec<Discrepancy>,
+}
+
+/// What an input position holds: an event, or bytes that are not one (and why).
+pub enum Content<'a> {
+    Event(&'a Event),
+    Invalid(&'a str),
+}
+
+impl Ledger {
+    pub fn new(bad_lines_expected: bool) -> Ledger {
+        Ledger {
+            inputs: Vec::new(),
+            by_key: Map::default(),
+            records: Vec::new(),
+            by_id: Map::default(),
+            older: Map::default(),
+            claims: Map::default(),
+            dead: Map::default(),
+            identities: Map::default(),
+            unclaimed: Vec::new(),
+            bad_lines_expected,
+            counts: Counts::default(),
+            discrepancies: Vec::new(),
+        }
+    }
+
+    /// Adds an input to audit over `range`, numbered for the core as `core` says; its number.
+    pub fn add_input(&mut self, key: InputKey, range: Range, core: (u16, i64)) -> u32 {
+        if let Some(&n) = self.by_key.get(&key) {
+            return n;
+        }
+        let n = self.inputs.len() as u32;
+        self.by_key.insert(key.clone(), n);
+        self.inputs.push(Input {
+            key,
+            range,
+            core,
+            read: false,
+        });
+        n
+    }
+
+    /// Another name for input `n` (a file by its path as given and as canonical path).
+    pub fn alias(&mut self, key: InputKey, n: u32) {
+        self.by_key.entry(key).or_insert(n);
+    }
+
+    pub fn input(&self, key: &InputKey) -> Option<u32> {
+        self.by_key.get(key).copied()
+    }
+
+    /// `input/offset` as reports name it.
+    pub fn show(&self, (n, at): Pos) -> String {
+        match &self.inputs[n as usize].key {
+            InputKey::Topic(t, p) => format!("{t}/{p}@{at}"),
+            InputKey::Lines(f) => format!("{f}:{at}"),
+            InputKey::Events(f) => format!("{f}#{at}"),
+        }
+    }
+
+    /// The input position a record's origin names, if it is one the audit covers.
+    fn resolve(
+        &mut self,
+        origin: &Origin,
+        resolve: &mut dyn FnMut(&InputKey) -> Option<u32>,
+    ) -> Result<Option<u32>, String> {
+        let key = match origin {
+            Origin::Topic(t) => InputKey::Topic(t.topic.clone(), t.partition),
+            Origin::Lines(f) => InputKey::Lines(f.file.clone()),
+            Origin::Events(f) => InputKey::Events(f.file.clone()),
+            Origin::Input(i) => {
+                return Err(format!(
+                    "its provenance names input {} by number: the runtime did not name it",
+                    i.input
+                ))
+            }
+        };
+        Ok(self.by_key.get(&key).copied().or_else(|| resolve(&key)))
+    }
+
+    /// A record as published: `text` its bytes, `at` where it was read. `resolve` finds inputs
+    /// the ledger does not know by that name (files by another path).
+    pub fn add_record(
+        &mut self,
+        text: &[u8],
+        at: &dyn Fn() -> String,
+        resolve: &mut dyn FnMut(&InputKey) -> Option<u32>,
+    ) {
+        self.counts.records += 1;
+        let head: RecordHead = match serde_json::from_slice(text) {
+            Ok(h) => h,
+            Err(e) => {
+                self.discrepancies.push(Discrepancy::BadRecord {
+                    at: at(),
+                    why: format!("not a ToolCall record: {e}"),
+                });
+                return;
+            }
+        };
+        let mut h = std::hash::DefaultHasher::new();
+        text.trim_ascii_end().hash(&mut h);
+        let content = h.finish();
+        let (id, revision) = (head.metadata.name, head.metadata.revision);
+        let record = match self.by_id.get(&id) {
+            Some(&n) => {
+                let info = &mut self.records[n as usize];
+                let seen = if revision == info.latest {
+                    Some(info.content)
+                } else if revision > info.latest {
+                    // A later revision: the earlier one's content is kept for its copies.
+                    self.older.insert((n, info.latest), info.content);
+                    info.latest = revision;
+                    info.content = content;
+                    self.counts.revisions += 1;
+                    None
+                } else {
+                    let older = self.older.entry((n, revision)).or_insert(content);
+                    Some(*older)
+                };
+                match seen {
+                    Some(c) if c == content => {
+                        self.counts.identical_copies += 1;
+                        return; // its claims are made
+                    }
+                    Some(_) => self.discrepancies.push(Discrepancy::ConflictingCopies {
+                        record: id,
+                        revision,
+                    }),
+                    None => {}
+                }
+                n
+            }
+            None => self.new_record(id, Kind::Published, revision, content),
+        };
+        self.claim_all(record, revision, &head.provenance, at, resolve);
+    }
+
+    /// A call or waiting result still pending (the changelog's state), as the query API shows it.
+    pub fn add_pending(
+        &mut self,
+        id: RecordId,
+        provenance: &Provenance,
+        at: &dyn Fn() -> String,
+        resolve: &mut dyn FnMut(&InputKey) -> Option<u32>,
+    ) {
+        self.counts.pending_calls += 1;
+        let record = self.new_record(id, Kind::Pending, 0, 0);
+        self.claim_all(record, 0, provenance, at, resolve);
+    }
+
+    fn new_record(&mut self, id: RecordId, kind: Kind, latest: u32, content: u64) -> u32 {
+        let n = self.records.len() as u32;
+        self.records.push(RecordInfo {
+            id,
+            kind,
+            latest,
+            content,
+        });
+        if kind == Kind::Published {
+            self.by_id.insert(id, n);
+            self.counts.record_ids += 1;
+        }
+        n
+    }
+
+    fn claim_all(
+        &mut self,
+        record: u32,
+        revision: u32,
+        provenance: &Provenance,
+        at: &dyn Fn() -> String,
+        resolve: &mut dyn FnMut(&InputKey) -> Option<u32>,
+    ) {
+        for origin in &provenance.0 {
+            let input = match self.resolve(origin, resolve) {
+                Ok(Some(n)) => n,
+                Ok(None) => {
+                    self.counts.outside += origin.positions().len() as u64;
+                    continue;
+                }
+                Err(why) => {
+                    self.discrepancies
+                        .push(Discrepancy::BadRecord { at: at(), why });
+                    continue;
+                }
+            };
+            let range = self.inputs[input as usize].range;
+            for &offset in origin.positions() {
+                if !range.contains(offset) {
+                    self.counts.outside += 1;
+                    continue;
+                }
+                self.claim((input, offset), record, revision);
+            }
+        }
+    }
+
+    fn claim(&mut self, pos: Pos, record: u32, revision: u32) {
+        let claim = Claim {
+            record,
+            revision,
+            seen: false,
+        };
+        let Some(old) = self.claims.get_mut(&pos) else {
+            self.claims.insert(pos, claim);
+            return;
+        };
+        if old.record == record {
+            old.revision = old.revision.max(revision);
+            return;
+        }
+        let (a, b) = (
+            &self.records[old.record as usize],
+            &self.records[record as usize],
+        );
+        let d = match (a.kind, b.kind) {
+            (Kind::Published, Kind::Published) | (Kind::Pending, Kind::Pending) => {
+                Discrepancy::ClaimedTwice {
+                    at: self.show(pos),
+                    first: a.id,
+                    second: b.id,
+                }
+            }
+            (Kind::Published, Kind::Pending) => Discrepancy::RecordAndPending {
+                at: self.show(pos),
+                record: a.id,
+                pending: b.id,
+            },
+            (Kind::Pending, Kind::Published) => Discrepancy::RecordAndPending {
+                at: self.show(pos),
+                record: b.id,
+                pending: a.id,
+            },
+        };
+        self.discrepancies.push(d);
+    }
+
+    /// A dead letter of the input at `pos`, for `reason`.
+    pub fn add_dead_letter(&mut self, pos: Option<Pos>, reason: &str) {
+        self.counts.dead_letters += 1;
+        match pos {
+            Some(pos) if self.inputs[pos.0 as usize].range.contains(pos.1) => {
+                self.dead.entry(pos).or_insert_with(|| reason.into());
+            }
+            _ => self.counts.outside += 1,
+        }
+    }
+
+    /// What the input at `pos` holds: an event, or an input that is not one (and why).
+    pub fn input_event(&mut self, pos: Pos, input: Content<'_>) {
+        self.counts.inputs += 1;
+        let dead = self.dead.get(&pos);
+        if let Some(claim) = self.claims.get_mut(&pos) {
+            claim.seen = true;
+            let claim = *claim;
+            let info = &self.records[claim.record as usize];
+            let id = info.id;
+            match info.kind {
+                Kind::Published => self.counts.in_records += 1,
+                Kind::Pending => self.counts.pending += 1,
+            }
+            if let Some(reason) = dead {
+                let reason = reason.to_string();
+                self.discrepancies.push(Discrepancy::RecordAndDeadLetter {
+                    at: self.show(pos),
+                    record: id,
+                    reason,
+                });
+            }
+            if let Content::Event(event) = input {
+                for identity in identities(event).into_iter().flatten() {
+                    self.identities.insert(identity, claim.record);
+                }
+            }
+            return;
+        }
+        if dead.is_some() {
+            self.counts.dead_lettered += 1;
+            return;
+        }
+        match input {
+            Content::Invalid(_) if self.bad_lines_expected => self.counts.bad_lines += 1,
+            Content::Invalid(reason) => {
+                let d = Discrepancy::Undecodable {
+                    at: self.show(pos),
+                    reason: reason.to_owned(),
+                };
+                self.discrepancies.push(d);
+            }
+            Content::Event(event)
+                if matches!(event.kind(), EventKind::TurnEnd | EventKind::TurnAborted) =>
+            {
+                self.counts.turn_events += 1;
+            }
+            Content::Event(event) => {
+                let [by_id, by_content] = identities(event);
+                let (input, shift) = self.inputs[pos.0 as usize].core;
+                let key = match (&event.call_id, &event.body) {
+                    (Some(id), _) => Some(id.as_str().to_owned()),
+                    (None, EventBody::Announce(_)) => Some(format!("@{input}:{}", pos.1 + shift)),
+                    _ => None,
+                };
+                let expected = key.map(|k| {
+                    RecordId::derive(&event.source, &event.session, event.thread.as_ref(), &k)
+                });
+                self.unclaimed
+                    .push((pos, by_id.or(by_content), describe(event), expected));
+            }
+        }
+    }
+
+    /// Input `n` was read to the end of its range.
+    pub fn input_done(&mut self, n: u32) {
+        self.inputs[n as usize].read = true;
+    }
+
+    /// Resolves what nothing claimed, and checks the claims no input answered: the report.
+    pub fn finish(&mut self) {
+        for (pos, identity, event, expected) in std::mem::take(&mut self.unclaimed) {
+            if identity.is_some_and(|i| self.identities.contains_key(&i)) {
+                self.counts.repeats += 1;
+            } else {
+                let at = self.show(pos);
+                self.discrepancies.push(Discrepancy::Missing {
+                    at,
+                    event,
+                    expected,
+                });
+            }
+        }
+        let mut claims: Vec<(Pos, Claim)> = self.claims.iter().map(|(p, c)| (*p, *c)).collect();
+        claims.sort_unstable_by_key(|(p, _)| *p);
+        for (pos, claim) in claims {
+            let info = &self.records[claim.record as usize];
+            if !claim.seen && self.inputs[pos.0 as usize].read {
+                let d = Discrepancy::NoSuchInput {
+                    at: self.show(pos),
+                    record: info.id,
+                };
+                self.discrepancies.push(d);
+            } else if info.kind == Kind::Published && claim.revision < info.latest {
+                let d = Discrepancy::DroppedByRevision {
+                    at: self.show(pos),
+                    record: info.id,
+                    revision: claim.revision,
+                    latest: info.latest,
+                };
+                self.discrepancies.push(d);
+            }
+        }
+    }
+}
+
+/// What the audit reads of a record: its id, revision and provenance.
+#[derive(serde::Deserialize)]
+struct RecordHead {
+    metadata: MetadataHead,
+    #[serde(default)]
+    provenance: Provenance,
+}
+
+#[derive(serde::Deserialize)]
+struct MetadataHead {
+    name: RecordId,
+    revision: u32,
+}
+
+/// The identities of an event by which a repeat of it is known (docs/ARCHITECTURE.md,
+/// Correlation → Repeats): its call id in its scope, and for an announce or completion without
+/// one, what it says — kind, tool, checksum, event time to the millisecond, and for a completion
+/// its result.
+fn identities(e: &Event) -> [Option<u64>; 2] {
+    let mut h = std::hash::DefaultHasher::new();
+    e.source.as_str().hash(&mut h);
+    e.session.as_str().hash(&mut h);
+    e.thread.as_ref().map(|t| t.as_str()).hash(&mut h);
+    if let Some(id) = &e.call_id {
+        0u8.hash(&mut h);
+        id.as_str().hash(&mut h);
+        return [Some(h.finish()), None];
+    }
+    match &e.body {
+        EventBody::Announce(a) => {
+            let digest = match (&a.checksum, &a.args) {
+                (Some(c), _) => Some(c.digest()),
+                (None, Some(args)) => Some(digest_of_json(&a.tool, Some(args))),
+                (None, None) => None,
+            };
+            1u8.hash(&mut h);
+            a.tool.hash(&mut h);
+            digest.hash(&mut h);
+        }
+        EventBody::Completion(c) => {
+            let digest = match (&c.checksum, &c.tool, &c.args) {
+                (Some(cs), _, _) => Some(cs.digest()),
+                (None, Some(tool), Some(args)) => Some(digest_of_json(tool, Some(args))),
+                _ => None,
+            };
+            2u8.hash(&mut h);
+            c.tool.hash(&mut h);
+            digest.hash(&mut h);
+            (c.is_error, c.cancelled).hash(&mut h);
+            c.result.as_ref().map(|r| r.as_str()).hash(&mut h);
+        }
+        _ => return [None, None],
+    }
+    e.time.millis().hash(&mut h);
+    [None, Some(h.finish())]
+}
+
+/// An event in a few words, for a report.
+fn describe(e: &Event) -> String {
+    let mut s = format!(
+        "{} source={} session={}",
+        e.kind().as_str(),
+        e.source,
+        e.session
+    );
+    if let Some(t) = &e.thread {
+        s += &format!(" thread={t}");
+    }
+    match &e.call_id {
+        Some(id) => s += &format!(" callId={id}"),
+        None => {
+            let tool = match &e.body {
+                EventBody::Announce(a) => Some(a.tool.as_str()),
+                EventBody::Completion(c) => c.tool.as_deref(),
+                _ => None,
+            };
+            if let Some(t) = tool {
+                s += &format!(" tool={t}");
+            }
+            s += &format!(" time={}", e.time.to_rfc3339());
+        }
+    }
+    s
+}

@@ -1,0 +1,812 @@
+//! `toolcalls audit` driven as a user drives it: after a clean `toolcalls local` run (generated v1
+//! events with repeats, early results, facts, retries and a bad line; the real recordings in
+//! `../shared/fixtures` through `--format`) and a clean processor run against the real broker
+//! (Tansu: records, dead letters, calls still pending in the changelog), it passes; with a record
+//! removed, a dead letter removed, or a record published twice with different content, it fails
+//! and names the position and the record.
+//!
+//! Every wait is bounded: the broker's through the processor test harness (`WAIT`), each command
+//! run by [`run`].
+
+#[path = "processor/harness.rs"]
+#[allow(dead_code)]
+mod harness;
+
+use harness::*;
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{BaseRecord, Producer};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use toolcalls_model::{Event, ToolCallRecord};
+
+/// What a command printed and how it ended.
+struct Ran {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Ran {
+    fn show(&self) -> String {
+        format!(
+            "exit {}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs `toolcalls ARGS` (none of the caller's `TOOLCALLS_*` variables), killed after [`WAIT`].
+fn run(args: &[&str]) -> Ran {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_toolcalls"));
+    for (var, _) in std::env::vars_os() {
+        if var.to_string_lossy().starts_with("TOOLCALLS_") {
+            command.env_remove(var);
+        }
+    }
+    let mut child = command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run toolcalls");
+    // Read both pipes on threads of their own, so a full pipe never stalls the child.
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let deadline = Instant::now() + WAIT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("toolcalls {args:?} did not finish within {WAIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Ran {
+        code: status.code().unwrap_or(-1),
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    }
+}
+
+/// A fresh directory of this test run, named after the test.
+fn scratch_dir(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("toolcalls-audit-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn time(ms: i64) -> String {
+    toolcalls_model::Timestamp::from_millis(1_767_225_600_000 + ms).to_rfc3339()
+}
+
+/// Generated v1 events in arrival order: calls with and without ids over several sessions,
+/// results before and after their announce, repeated announces and results (some after the
+/// record was published), approvals and hook decisions, an idempotent retry, identical id-less
+/// calls in one turn, a turn end, a result whose call never comes, and one bad line.
+fn generated_events(calls: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut late = Vec::new();
+    for i in 0..calls {
+        let session = format!("sess-{}", i % 5);
+        let turn = format!("turn-{}", i / 10);
+        let at = (i as i64) * 1_000;
+        let with_id = i % 4 != 0;
+        let id = if with_id {
+            format!(r#""callId":"toolu_{i:05}","#)
+        } else {
+            String::new()
+        };
+        // Identical id-less calls in one turn: the same tool and arguments every tenth call.
+        let args = if !with_id && i % 20 == 0 {
+            r#"{"path":"/same"}"#.to_owned()
+        } else {
+            format!(r#"{{"path":"/src/{i}.rs"}}"#)
+        };
+        let announce = format!(
+            r#"{{"v":1,"kind":"announce","source":"gen","session":"{session}","turn":"{turn}",{id}"time":"{}","tool":"Read","args":{args}}}"#,
+            time(at)
+        );
+        let hint = if with_id {
+            String::new()
+        } else {
+            format!(r#""tool":"Read","args":{args},"#)
+        };
+        let completion = format!(
+            r#"{{"v":1,"kind":"completion","source":"gen","session":"{session}","turn":"{turn}",{id}{hint}"time":"{}","result":{{"n":{i}}}}}"#,
+            time(at + 300)
+        );
+        let early = i % 7 == 3;
+        if early {
+            lines.push(completion.clone());
+        }
+        lines.push(announce.clone());
+        if with_id && i % 6 == 1 {
+            lines.push(format!(
+                r#"{{"v":1,"kind":"approval","source":"gen","session":"{session}",{id}"time":"{}","decision":"approved","by":"ops"}}"#,
+                time(at + 100)
+            ));
+        }
+        if with_id && i % 9 == 2 {
+            lines.push(announce.clone()); // a re-emitted announce
+        }
+        if !with_id && i % 8 == 4 {
+            lines.push(announce.clone()); // an at-least-once copy of an id-less announce
+        }
+        if !early {
+            lines.push(completion.clone());
+        }
+        if i % 11 == 5 {
+            late.push(completion); // a repeat after the record was published
+        }
+        if i % 10 == 9 {
+            lines.push(format!(
+                r#"{{"v":1,"kind":"turn_end","source":"gen","session":"{session}","turn":"{turn}","time":"{}"}}"#,
+                time(at + 400)
+            ));
+        }
+        if lines.len() % 13 == 0 {
+            lines.append(&mut late);
+        }
+    }
+    lines.append(&mut late);
+    // An idempotent retry of a call already published: a new revision of its record.
+    for (n, id) in [(0, "retry-a"), (1, "retry-b")] {
+        lines.push(format!(
+            r#"{{"v":1,"kind":"announce","source":"gen","session":"sess-idem","callId":"{id}","time":"{}","tool":"Charge","args":{{"n":{n}}},"sideEffects":{{"level":"external_write","idempotencyKey":"charge-1"}}}}"#,
+            time(n * 10)
+        ));
+        if n == 0 {
+            lines.push(format!(
+                r#"{{"v":1,"kind":"completion","source":"gen","session":"sess-idem","callId":"{id}","time":"{}","result":"ok"}}"#,
+                time(5)
+            ));
+        }
+    }
+    lines.push(format!(
+        r#"{{"v":1,"kind":"completion","source":"gen","session":"sess-orphan","callId":"nobody","time":"{}","result":1}}"#,
+        time(50)
+    ));
+    lines.push(r#"{"v":1,"kind":"announce","source":"gen"#.to_owned()); // cut short: a bad line
+    lines
+}
+
+fn write_lines(path: &Path, lines: &[String]) {
+    std::fs::write(path, lines.join("\n") + "\n").unwrap();
+}
+
+fn records_of(path: &Path) -> Vec<ToolCallRecord> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a record: {e}: {l}")))
+        .collect()
+}
+
+#[test]
+fn a_clean_local_run_of_generated_events_passes() {
+    let dir = scratch_dir("clean");
+    let input = dir.join("events.jsonl");
+    write_lines(&input, &generated_events(400));
+    let records = dir.join("records.jsonl");
+    let local = run(&["local", s(&input), "-o", s(&records), "-q"]);
+    assert_eq!(local.code, 0, "{}", local.show());
+
+    let audit = run(&["audit", s(&input), "--records", s(&records)]);
+    assert_eq!(audit.code, 0, "{}", audit.show());
+    assert!(
+        audit.stdout.contains("ok: every input is accounted for"),
+        "{}",
+        audit.show()
+    );
+    // Every kind of accounting was exercised.
+    for part in [
+        "later revisions",
+        "repeats of a record's event",
+        "turn events",
+        "1 bad lines",
+    ] {
+        assert!(audit.stdout.contains(part), "{part}: {}", audit.show());
+    }
+    assert!(
+        !audit.stdout.contains(" 0 repeats") && !audit.stdout.contains(" 0 later revisions"),
+        "{}",
+        audit.show()
+    );
+    // Not a terminal: no progress line.
+    assert!(audit.stderr.is_empty(), "{}", audit.show());
+    // Records name their lines; the audit finds the file from another directory too.
+    let rec = &records_of(&records)[0];
+    assert!(
+        serde_json::to_string(&rec.provenance)
+            .unwrap()
+            .contains(r#""lines":["#),
+        "{rec:?}"
+    );
+    let relative = run(&[
+        "audit",
+        &format!(
+            "{}/../{}/events.jsonl",
+            s(&dir),
+            dir.file_name().unwrap().to_str().unwrap()
+        ),
+        "-r",
+        s(&records),
+        "--quiet",
+    ]);
+    assert_eq!(relative.code, 0, "{}", relative.show());
+    assert!(
+        relative.stdout.is_empty(),
+        "--quiet prints only discrepancies: {}",
+        relative.show()
+    );
+}
+
+#[test]
+fn a_clean_local_run_of_the_real_fixtures_passes() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
+    if !root.is_dir() {
+        println!(
+            "skipped: {} is missing (the shared fixtures live beside the project)",
+            root.display()
+        );
+        return;
+    }
+    let dir = scratch_dir("fixtures");
+    let groups: [(&str, &[&str]); 5] = [
+        (
+            "claude-code",
+            &[
+                "claude-code/agentcmd-full-session-four.jsonl",
+                "claude-code/agentcmd-full-session-two.jsonl",
+                "claude-code/spotter-tool-heavy.jsonl",
+            ],
+        ),
+        (
+            "codex",
+            &[
+                "codex/agentcmd-rollout-01997e76.jsonl",
+                "codex/agentcmd-rollout-01997ea4.jsonl",
+            ],
+        ),
+        (
+            "codex-exec",
+            &["codex/agentcmd-exec-json-stream-outputs.jsonl"],
+        ),
+        (
+            "gemini-cli",
+            &[
+                "gemini-cli/agentcmd-session-453aa339.json",
+                "gemini-cli/agentcmd-session-981c87cb.json",
+            ],
+        ),
+        (
+            "openai-responses",
+            &["openai-responses/vercel-ai-reasoning-encrypted-content.chunks.txt"],
+        ),
+    ];
+    let mut audited = 0;
+    for (format, files) in groups {
+        let inputs: Vec<String> = files
+            .iter()
+            .map(|f| root.join(f))
+            .filter(|p| p.is_file())
+            .map(|p| p.display().to_string())
+            .collect();
+        if inputs.is_empty() {
+            continue;
+        }
+        // With the native ids, and without them (the fallbacks, and id-less repeats).
+        for drop_ids in [false, true] {
+            let records = dir.join(format!("{format}-{drop_ids}.jsonl"));
+            let mut args = vec!["local", "--format", format, "-o", s(&records), "-q"];
+            if drop_ids {
+                args.push("--drop-ids");
+            }
+            args.extend(inputs.iter().map(String::as_str));
+            let local = run(&args);
+            assert_eq!(local.code, 0, "{format}: {}", local.show());
+            let mut args = vec!["audit", "--format", format, "--records", s(&records)];
+            if drop_ids {
+                args.push("--drop-ids");
+            }
+            args.extend(inputs.iter().map(String::as_str));
+            let audit = run(&args);
+            assert_eq!(
+                audit.code,
+                0,
+                "{format} drop_ids={drop_ids}: {}",
+                audit.show()
+            );
+            let rec = records_of(&records);
+            assert!(!rec.is_empty(), "{format}");
+            assert!(
+                serde_json::to_string(&rec[0].provenance)
+                    .unwrap()
+                    .contains(r#""events":["#),
+                "{format}: {:?}",
+                rec[0].provenance
+            );
+            audited += 1;
+        }
+    }
+    assert!(audited > 0, "no fixture found under {}", root.display());
+}
+
+#[test]
+fn a_removed_record_is_named_by_its_positions() {
+    let dir = scratch_dir("removed");
+    let input = dir.join("events.jsonl");
+    write_lines(&input, &generated_events(60));
+    let records = dir.join("records.jsonl");
+    assert_eq!(run(&["local", s(&input), "-o", s(&records), "-q"]).code, 0);
+    let all = std::fs::read_to_string(&records).unwrap();
+    let lines: Vec<&str> = all.lines().collect();
+    // A record with an id and two events: its announce and its result go missing.
+    let (at, victim) = lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (i, serde_json::from_str::<ToolCallRecord>(l).unwrap()))
+        .find(|(_, r)| r.stream_id.is_some() && r.provenance.len() == 2)
+        .expect("a record of two events");
+    let cut = dir.join("cut.jsonl");
+    let kept: Vec<String> = lines
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != at)
+        .map(|(_, l)| (*l).to_owned())
+        .collect();
+    write_lines(&cut, &kept);
+
+    let audit = run(&["audit", s(&input), "--records", s(&cut)]);
+    assert_eq!(audit.code, 1, "{}", audit.show());
+    for &line in victim.provenance.0[0].positions() {
+        let want = format!("missing     {}:{line}: ", input.display());
+        assert!(audit.stdout.contains(&want), "{want}: {}", audit.show());
+    }
+    assert!(
+        audit
+            .stdout
+            .contains(&format!("its record would be {}", victim.id())),
+        "{}",
+        audit.show()
+    );
+    assert!(audit.stdout.contains("2 discrepancies"), "{}", audit.show());
+}
+
+#[test]
+fn a_record_published_twice_with_different_content_is_named() {
+    let dir = scratch_dir("twice");
+    let input = dir.join("events.jsonl");
+    write_lines(&input, &generated_events(40));
+    let records = dir.join("records.jsonl");
+    assert_eq!(run(&["local", s(&input), "-o", s(&records), "-q"]).code, 0);
+    let all = std::fs::read_to_string(&records).unwrap();
+    let first = all.lines().next().unwrap();
+    let victim: ToolCallRecord = serde_json::from_str(first).unwrap();
+
+    // A byte-identical copy (what Tansu shows after an aborted batch) is no discrepancy.
+    let copies = dir.join("copies.jsonl");
+    std::fs::write(&copies, format!("{all}{first}\n")).unwrap();
+    let audit = run(&["audit", s(&input), "--records", s(&copies)]);
+    assert_eq!(audit.code, 0, "{}", audit.show());
+    assert!(
+        audit.stdout.contains("1 identical copies"),
+        "{}",
+        audit.show()
+    );
+
+    // Another version at the same revision is.
+    let conflicting = dir.join("conflicting.jsonl");
+    let changed = first.replacen(r#""eventsMerged":"#, r#""eventsMerged":1"#, 1);
+    assert_ne!(changed, first);
+    std::fs::write(&conflicting, format!("{all}{changed}\n")).unwrap();
+    let audit = run(&["audit", s(&input), "--records", s(&conflicting)]);
+    assert_eq!(audit.code, 1, "{}", audit.show());
+    let want = format!(
+        "conflict    record {} revision {} was published twice with different content",
+        victim.id(),
+        victim.metadata.revision
+    );
+    assert!(audit.stdout.contains(&want), "{}", audit.show());
+
+    // A position claimed by two records.
+    let stolen = dir.join("stolen.jsonl");
+    let mut other: ToolCallRecord = serde_json::from_str(all.lines().nth(1).unwrap()).unwrap();
+    other.provenance = victim.provenance.clone();
+    std::fs::write(
+        &stolen,
+        format!("{all}{}\n", serde_json::to_string(&other).unwrap()),
+    )
+    .unwrap();
+    let audit = run(&["audit", s(&input), "--records", s(&stolen)]);
+    assert_eq!(audit.code, 1, "{}", audit.show());
+    let line = victim.provenance.0[0].positions()[0];
+    let want = format!(
+        "twice       {}:{line}: in record {} and in record {}",
+        input.display(),
+        victim.id(),
+        other.id()
+    );
+    assert!(audit.stdout.contains(&want), "{want}\n{}", audit.show());
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let dir = scratch_dir("usage");
+    let input = dir.join("events.jsonl");
+    write_lines(&input, &generated_events(3));
+    for args in [
+        vec!["audit", s(&input)],                                     // no --records
+        vec!["audit", "--records", s(&input)],                        // --records without FILEs
+        vec!["audit", s(&input), "-r", "/nonexistent/records.jsonl"], // unreadable
+        vec!["audit", s(&input), "-r", s(&input), "--ranges", "x=1..2"], // ranges on files
+        vec!["audit", "--ranges", "no-range-here"],
+        vec!["audit", "--pending", "sometimes"],
+    ] {
+        let ran = run(&args);
+        assert_eq!(ran.code, 2, "{args:?}: {}", ran.show());
+        assert!(!ran.stderr.is_empty(), "{args:?}: the error is explained");
+    }
+    let help = run(&["audit", "--help"]);
+    assert_eq!(help.code, 0);
+    for key in [
+        "[config: audit.records_file]",
+        "[config: audit.ranges]",
+        "TOOLCALLS_AUDIT_PENDING",
+    ] {
+        assert!(help.stdout.contains(key), "{key}: {}", help.stdout);
+    }
+}
+
+/// Copies `from` into a new topic `to` (keys, payloads, headers), leaving out the messages
+/// `skip` refuses and adding `extra` payloads (key of the first message kept).
+fn copy_topic(
+    s: &toolcalls_processor::Settings,
+    from: &[Msg],
+    to: &str,
+    skip: impl Fn(usize) -> bool,
+    extra: &[(Vec<u8>, Vec<u8>)],
+) {
+    let mut t = s.clone();
+    t.topics.records = to.to_owned();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(create_topics(&t, 1));
+    let p = producer();
+    for (i, m) in from.iter().enumerate() {
+        if skip(i) {
+            continue;
+        }
+        let mut r: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(to);
+        if let Some(k) = &m.key {
+            r = r.key(k);
+        }
+        if let Some(v) = &m.payload {
+            r = r.payload(v);
+        }
+        let mut h = OwnedHeaders::new();
+        for (k, v) in &m.headers {
+            h = h.insert(Header {
+                key: k,
+                value: Some(v.as_bytes()),
+            });
+        }
+        r = r.headers(h);
+        p.send(r).map_err(|(e, _)| e).expect("enqueue");
+    }
+    for (k, v) in extra {
+        p.send(BaseRecord::<'_, [u8], [u8]>::to(to).key(k).payload(v))
+            .map_err(|(e, _)| e)
+            .expect("enqueue");
+    }
+    p.flush(WAIT).expect("flush");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_processor_run_passes_and_what_goes_missing_is_named() {
+    let s = settings("audit");
+    create_topics(&s, 2).await;
+    // Calls with ids that complete, some repeated; id-less calls; calls left pending.
+    let (announces, completions) = synth("audit", 4, 12);
+    let mut events: Vec<Event> = announces.clone();
+    events.extend(completions.iter().take(40).cloned());
+    events.extend(announces.iter().step_by(5).cloned()); // at-least-once repeats
+    for i in 0..6 {
+        let idless = format!(
+            r#"{{"v":1,"kind":"announce","source":"synth","session":"audit-s{}","time":"{}","tool":"grep","args":{{"q":{i}}}}}"#,
+            i % 4,
+            time(100_000 + i * 10)
+        );
+        let result = format!(
+            r#"{{"v":1,"kind":"completion","source":"synth","session":"audit-s{}","time":"{}","tool":"grep","args":{{"q":{i}}},"result":[{i}]}}"#,
+            i % 4,
+            time(100_000 + i * 10 + 5)
+        );
+        events.push(Event::decode(idless.as_bytes()).unwrap());
+        events.push(Event::decode(result.as_bytes()).unwrap());
+    }
+    // A record per call that completes: 40 with ids, 6 without.
+    let want_records = 46;
+    produce_events_timed(&s, &events);
+    // Two inputs the processor dead-letters.
+    produce_raw(&s.topics.announce, Some(b"audit-s0"), Some(b"not json"));
+    produce_raw(
+        &s.topics.completion,
+        Some(b"audit-s1"),
+        Some(br#"{"v":1,"kind":"completion"}"#),
+    );
+
+    let mut proc = Proc::spawn(&s, "a0", None);
+    let records = {
+        let topic = s.topics.records.clone();
+        tokio::task::spawn_blocking(move || {
+            read_until(&topic, |m| {
+                m.iter()
+                    .map(Msg::key_str)
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .len()
+                    >= want_records
+            })
+        })
+        .await
+        .unwrap()
+    };
+    let dlq = {
+        let topic = s.topics.dlq.clone();
+        tokio::task::spawn_blocking(move || read_until(&topic, |m| m.len() >= 2))
+            .await
+            .unwrap()
+    };
+    assert!(proc.terminate().success(), "the processor exits cleanly");
+
+    let topic_args = |records: &str, dlq: &str| -> Vec<String> {
+        [
+            "audit",
+            "--brokers",
+            &s.brokers,
+            "--group",
+            &s.group,
+            "--announce-topic",
+            &s.topics.announce,
+            "--completion-topic",
+            &s.topics.completion,
+            "--records-topic",
+            records,
+            "--dlq-topic",
+            dlq,
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    };
+    let audit = |args: Vec<String>| {
+        tokio::task::spawn_blocking(move || {
+            run(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        })
+    };
+
+    // The clean run: every input accounted for, the pending ones from the changelog.
+    let clean = audit(topic_args(&s.topics.records, &s.topics.dlq))
+        .await
+        .unwrap();
+    assert_eq!(clean.code, 0, "{}", clean.show());
+    println!("{}", clean.stdout);
+    // The announces of the calls without a result, and the repeats of those.
+    let pending = (40..announces.len()).count()
+        + (0..announces.len()).step_by(5).filter(|i| *i >= 40).count();
+    for part in [
+        format!(", {pending} pending, "),
+        ", 2 dead-lettered, ".to_owned(),
+        "ok: every input is accounted for".to_owned(),
+    ] {
+        assert!(clean.stdout.contains(&part), "{part}: {}", clean.show());
+    }
+    assert!(!clean.stdout.contains(" 0 repeats"), "{}", clean.show());
+
+    // A record removed: its positions are missing, named by topic, partition and offset.
+    let victim_at = records
+        .iter()
+        .position(|m| m.json()["streamId"].is_string())
+        .expect("a record with an id");
+    let victim: ToolCallRecord =
+        serde_json::from_slice(records[victim_at].payload.as_deref().unwrap()).unwrap();
+    let cut = format!("{}-cut", s.topics.records);
+    {
+        let (s2, records, cut) = (s.clone(), records.clone(), cut.clone());
+        tokio::task::spawn_blocking(move || {
+            copy_topic(&s2, &records, &cut, |i| i == victim_at, &[])
+        })
+        .await
+        .unwrap();
+    }
+    let ran = audit(topic_args(&cut, &s.topics.dlq)).await.unwrap();
+    assert_eq!(ran.code, 1, "{}", ran.show());
+    let origin = match &victim.provenance.0[0] {
+        toolcalls_model::record::Origin::Topic(t) => t.clone(),
+        other => panic!("a processor record names topics: {other:?}"),
+    };
+    let want = format!(
+        "missing     {}/{}@{}: ",
+        origin.topic, origin.partition, origin.offsets[0]
+    );
+    assert!(ran.stdout.contains(&want), "{want}\n{}", ran.show());
+    assert!(
+        ran.stdout
+            .contains(&format!("its record would be {}", victim.id())),
+        "{}",
+        ran.show()
+    );
+
+    // A dead letter removed: its input is neither in a record nor dead-lettered.
+    let gone = &dlq[0];
+    let dlq_cut = format!("{}-cut", s.topics.dlq);
+    {
+        let (s2, dlq, dlq_cut) = (s.clone(), dlq.clone(), dlq_cut.clone());
+        tokio::task::spawn_blocking(move || copy_topic(&s2, &dlq, &dlq_cut, |i| i == 0, &[]))
+            .await
+            .unwrap();
+    }
+    let ran = audit(topic_args(&s.topics.records, &dlq_cut))
+        .await
+        .unwrap();
+    assert_eq!(ran.code, 1, "{}", ran.show());
+    let want = format!(
+        "undecodable {}/{}@{}: ",
+        gone.headers["toolcalls.source.topic"],
+        gone.headers["toolcalls.source.partition"],
+        gone.headers["toolcalls.source.offset"]
+    );
+    assert!(ran.stdout.contains(&want), "{want}\n{}", ran.show());
+    assert!(ran.stdout.contains("1 discrepancies"), "{}", ran.show());
+
+    // A record published twice with different content.
+    let twice = format!("{}-twice", s.topics.records);
+    let first = &records[0];
+    let changed = String::from_utf8(first.payload.clone().unwrap())
+        .unwrap()
+        .replacen(r#""eventsMerged":"#, r#""eventsMerged":1"#, 1);
+    let extra = vec![(first.key.clone().unwrap(), changed.into_bytes())];
+    {
+        let (s2, records, twice) = (s.clone(), records.clone(), twice.clone());
+        tokio::task::spawn_blocking(move || copy_topic(&s2, &records, &twice, |_| false, &extra))
+            .await
+            .unwrap();
+    }
+    let ran = audit(topic_args(&twice, &s.topics.dlq)).await.unwrap();
+    assert_eq!(ran.code, 1, "{}", ran.show());
+    let want = format!(
+        "conflict    record {} revision 1 was published twice",
+        first.key_str()
+    );
+    assert!(ran.stdout.contains(&want), "{want}\n{}", ran.show());
+}
+
+/// The documented long run: `AUDIT_CALLS=500000 cargo test --release --test audit -- --ignored
+/// --nocapture` publishes that many calls (an announce and a result each, and a repeat of every
+/// tenth announce: about 1.05 million input events) through the processor and times the audit of
+/// its topics. Not part of the default run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a long run: publishes about a million events"]
+async fn a_million_events_through_the_processor_audit_in_seconds() {
+    let calls: usize = std::env::var("AUDIT_CALLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500_000);
+    let s = settings("audit-big");
+    create_topics(&s, 4).await;
+    let sessions = 100;
+    let (announces, completions) = synth("big", sessions, calls / sessions);
+    let repeats: Vec<Event> = announces.iter().step_by(10).cloned().collect();
+    let n = announces.len() + completions.len() + repeats.len();
+    {
+        let s = s.clone();
+        tokio::task::spawn_blocking(move || {
+            let started = Instant::now();
+            // A producer whose queue takes them all (the harness's holds 100,000).
+            let p: rdkafka::producer::ThreadedProducer<rdkafka::producer::DefaultProducerContext> =
+                rdkafka::config::ClientConfig::new()
+                    .set("bootstrap.servers", &broker().addr)
+                    .set("linger.ms", "20")
+                    .set("compression.type", "lz4")
+                    .set("queue.buffering.max.messages", "2000000")
+                    .set("queue.buffering.max.kbytes", "2097151")
+                    .create()
+                    .expect("producer");
+            for (topic, events) in [
+                (&s.topics.announce, &announces),
+                (&s.topics.completion, &completions),
+                (&s.topics.announce, &repeats),
+            ] {
+                for e in events.iter() {
+                    let payload = e.encode();
+                    p.send(
+                        BaseRecord::to(topic)
+                            .key(e.session.as_str())
+                            .payload(&payload),
+                    )
+                    .map_err(|(e, _)| e)
+                    .expect("enqueue");
+                }
+            }
+            p.flush(Duration::from_secs(300)).expect("flush");
+            println!(
+                "published {n} events in {:.1} s",
+                started.elapsed().as_secs_f64()
+            );
+        })
+        .await
+        .unwrap();
+    }
+    let mut proc = Proc::spawn(&s, "big", None);
+    let started = Instant::now();
+    let (group, a, c) = (
+        s.group.clone(),
+        s.topics.announce.clone(),
+        s.topics.completion.clone(),
+    );
+    let total = (calls + calls.div_ceil(10)) as i64;
+    tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + Duration::from_secs(600);
+        while committed_total(&group, &a) < total || committed_total(&group, &c) < calls as i64 {
+            assert!(
+                Instant::now() < deadline,
+                "the processor did not catch up in 10 minutes"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    })
+    .await
+    .unwrap();
+    println!("processed in {:.1} s", started.elapsed().as_secs_f64());
+    assert!(proc.terminate().success());
+    let args: Vec<String> = [
+        "audit",
+        "--brokers",
+        &s.brokers,
+        "--group",
+        &s.group,
+        "--announce-topic",
+        &s.topics.announce,
+        "--completion-topic",
+        &s.topics.completion,
+        "--records-topic",
+        &s.topics.records,
+        "--dlq-topic",
+        &s.topics.dlq,
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let started = Instant::now();
+    let ran = tokio::task::spawn_blocking(move || {
+        run(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    })
+    .await
+    .unwrap();
+    println!(
+        "audit of {n} input events: {:.1} s\n{}",
+        started.elapsed().as_secs_f64(),
+        ran.stdout
+    );
+    assert_eq!(ran.code, 0, "{}", ran.show());
+}

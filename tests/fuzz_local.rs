@@ -1,0 +1,119 @@
+//! `toolcalls local` fed mutated inputs, as a user would run it: v1 event files and native files
+//! (the real recordings in `../shared/fixtures` when present, the adapters' own samples), each
+//! with a random `--format`. The binary must never panic (exit 101): bad lines are reported and
+//! counted, the rest correlated.
+//!
+//! Each case starts a process, so the bounded run in `cargo test` is a few dozen cases; the fuzz
+//! tests of the crates (`crates/model`, `crates/adapters`, `crates/core` `tests/fuzz*.rs`) drive
+//! the same code in-process, thousands of cases a second. `TOOLCALLS_FUZZ_SECS=600
+//! scripts/fuzz.sh` is the long run.
+
+#[path = "../crates/model/tests/support/fuzz.rs"]
+mod fuzz;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const FORMATS: &[&str] = &[
+    "v1",
+    "auto",
+    "claude-code",
+    "claude-code-stream",
+    "claude-code-hooks",
+    "codex",
+    "codex-exec",
+    "gemini-cli",
+    "gemini",
+    "openai-chat",
+    "openai-responses",
+    "anthropic",
+    "mcp",
+    "otel",
+];
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn corpus() -> Vec<Vec<u8>> {
+    let mut corpus = vec![fuzz::v1_events().join(&b'\n')];
+    if let Ok(text) = std::fs::read(root().join("examples/session.jsonl")) {
+        corpus.push(text);
+    }
+    for path in fuzz::files_under(&root().join("crates/adapters/tests/data")) {
+        corpus.extend(std::fs::read(path).ok());
+    }
+    if let Some(files) = fuzz::shared_fixtures(root(), "toolcalls local fuzz") {
+        // The small ones: a process per case reads the whole input.
+        corpus.extend(
+            files
+                .into_iter()
+                .map(|(_, bytes)| bytes)
+                .filter(|b| b.len() < 256 * 1024),
+        );
+    }
+    corpus
+}
+
+#[test]
+fn toolcalls_local_never_panics() {
+    let corpus = corpus();
+    let odd = fuzz::odd_values();
+    let budget = fuzz::Budget::from_env(60);
+    let dir = std::env::temp_dir().join(format!("toolcalls-fuzz-local-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let format = std::cell::Cell::new("v1");
+    fuzz::run(
+        "toolcalls_local",
+        &budget,
+        |rng, case| {
+            format.set(FORMATS[(case % FORMATS.len() as u64) as usize]);
+            let base = rng.pick(&corpus).clone();
+            fuzz::mutate(rng, &base, &corpus, &odd)
+        },
+        |input| run_local(&dir, format.get(), input),
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn run_local(dir: &Path, format: &str, input: &[u8]) {
+    // Half the time from a file (the format detected from its name and first bytes), half on
+    // stdin.
+    let file: PathBuf = dir.join("input.jsonl");
+    std::fs::write(&file, input).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_toolcalls"));
+    for (var, _) in std::env::vars_os() {
+        if var.to_string_lossy().starts_with("TOOLCALLS_") {
+            command.env_remove(var);
+        }
+    }
+    command.args(["local", "--format", format]);
+    let from_stdin = input.len() % 2 == 0;
+    if !from_stdin {
+        command.arg(&file);
+    }
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run toolcalls");
+    if from_stdin {
+        let _ = child.stdin.take().unwrap().write_all(input);
+    }
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() != Some(101) && !stderr.contains("panicked"),
+        "toolcalls local --format {format} panicked ({}): {}",
+        out.status,
+        stderr.chars().take(2000).collect::<String>()
+    );
+    // Whatever it printed on stdout is records, one JSON object a line.
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        serde_json::from_str::<serde::de::IgnoredAny>(line)
+            .unwrap_or_else(|e| panic!("stdout holds a line that is not JSON ({e}): {line}"));
+    }
+}
