@@ -256,6 +256,13 @@ fn summary(
         "  outputs:  {} records ({} ids, {} later revisions, {} identical copies), {} dead letters, {} pending calls",
         c.records, c.record_ids, c.revisions, c.identical_copies, c.dead_letters, c.pending_calls
     )?;
+    if c.held_events > 0 {
+        writeln!(
+            out,
+            "  held:     {} events in the reorder window (--max-disorder), counted as pending",
+            c.held_events
+        )?;
+    }
     writeln!(
         out,
         "  inputs:   {} events: {} in records, {} dead-lettered, {} pending, {} repeats of a record's event, {} turn events, {} bad lines",

@@ -156,14 +156,10 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         let mut emit = |line: usize, event: Event, summary: &mut Summary| -> anyhow::Result<()> {
             summary.events += 1;
             let outcome = correlator.apply(event, Position::new(topic, line as i64), &mut effects);
-            *summary.outcomes.entry(outcome.label()).or_default() += 1;
-            if let Outcome::Rejected(reason) = outcome {
-                *summary.rejected.entry(reason).or_default() += 1;
-                eprintln!("{name}:{line}: event refused by the correlator: {reason}");
-                if strict {
-                    bail!("{name}:{line}: event refused ({reason}); stopping because of --strict");
-                }
+            if outcome != Outcome::Held {
+                account(&names[usize::from(topic)], line, outcome, summary, strict)?;
             }
+            account_released(&mut effects, summary, &names, strict)?;
             write_records(&mut sink, &mut effects, summary, &namer)?;
             progress.tick(summary.events);
             Ok(())
@@ -244,6 +240,9 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
 
+    // The input has ended: nothing held can be overtaken any more.
+    correlator.release_all(&mut effects);
+    account_released(&mut effects, &mut summary, &names, strict)?;
     match at_end {
         FinishMode::Deadlines => correlator.advance(Timestamp::from_millis(i64::MAX), &mut effects),
         FinishMode::Interrupt => {
@@ -291,6 +290,42 @@ impl InputNames<'_> {
             }
         });
     }
+}
+
+/// Counts what became of the event at `name`:`line`; a refusal is reported (and ends the run
+/// under `--strict`).
+fn account(
+    name: &str,
+    line: usize,
+    outcome: Outcome,
+    summary: &mut Summary,
+    strict: bool,
+) -> anyhow::Result<()> {
+    *summary.outcomes.entry(outcome.label()).or_default() += 1;
+    if let Outcome::Rejected(reason) = outcome {
+        *summary.rejected.entry(reason).or_default() += 1;
+        eprintln!("{name}:{line}: event refused by the correlator: {reason}");
+        if strict {
+            bail!("{name}:{line}: event refused ({reason}); stopping because of --strict");
+        }
+    }
+    Ok(())
+}
+
+/// Accounts for the events the reorder window applied in this step.
+fn account_released(
+    effects: &mut Effects,
+    summary: &mut Summary,
+    names: &[String],
+    strict: bool,
+) -> anyhow::Result<()> {
+    for r in effects.released.drain(..) {
+        let name = names
+            .get(usize::from(r.pos.topic))
+            .map_or("?", String::as_str);
+        account(name, r.pos.offset as usize, r.outcome, summary, strict)?;
+    }
+    Ok(())
 }
 
 fn write_records(

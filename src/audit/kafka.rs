@@ -257,6 +257,12 @@ pub fn audit(t: &Topics, ledger: &mut Ledger, progress: &mut Progress) -> anyhow
                 let at = || format!("{}/{p} (pending {})", t.changelog, record.id());
                 ledger.add_pending(record.id(), &record.provenance, &at, &mut outside);
             }
+            for pos in correlator.held_positions() {
+                let input = inputs
+                    .get(usize::from(pos.topic))
+                    .and_then(|topic| ledger.input(&InputKey::Topic(topic.clone(), p as i32)));
+                ledger.add_held(input.map(|n| (n, pos.offset)));
+            }
         }
     }
 

@@ -204,6 +204,8 @@ pub struct Counts {
     pub revisions: u64,
     pub dead_letters: u64,
     pub pending_calls: u64,
+    /// Events held in the reorder window (`--max-disorder`), from the changelog.
+    pub held_events: u64,
     pub inputs: u64,
     pub in_records: u64,
     pub dead_lettered: u64,
@@ -385,6 +387,20 @@ impl Ledger {
         self.counts.pending_calls += 1;
         let record = self.new_record(id, Kind::Pending, 0, 0);
         self.claim_all(record, 0, provenance, at, resolve);
+    }
+
+    /// An event held in the reorder window (the changelog's state): accounted for, still to be
+    /// applied. It counts as pending, under no record.
+    pub fn add_held(&mut self, pos: Option<Pos>) {
+        self.counts.held_events += 1;
+        match pos {
+            Some(pos) if self.inputs[pos.0 as usize].range.contains(pos.1) => {
+                let none = RecordId::parse("00000000-0000-0000-0000-000000000000").expect("a UUID");
+                let record = self.new_record(none, Kind::Pending, 0, 0);
+                self.claim(pos, record, 0);
+            }
+            _ => self.counts.outside += 1,
+        }
     }
 
     fn new_record(&mut self, id: RecordId, kind: Kind, latest: u32, content: u64) -> u32 {

@@ -446,6 +446,8 @@ impl Proc {
             .arg(s.core.orphan_grace_ms.to_string())
             .arg("--turn-grace")
             .arg(s.core.turn_grace_ms.to_string())
+            .arg("--max-disorder")
+            .arg(s.core.max_disorder_ms.to_string())
             .arg("--guarantee")
             .arg(match s.guarantee {
                 toolcalls_processor::Guarantee::ExactlyOnce => "exactly-once",

@@ -7,6 +7,7 @@ mod backfill;
 mod backlog;
 mod cluster;
 mod deliver;
+mod disorder;
 mod dlq;
 mod flow;
 mod guarantees;

@@ -33,6 +33,11 @@ pub struct Config {
     /// partition's stream time instead of its own clock (docs/ARCHITECTURE.md, Correlation →
     /// Time).
     pub session_idle_ms: u64,
+    /// The reorder window: how far, in event time, an event may arrive behind a later event of
+    /// its session. Events are held until their session has shown an event this much later (or,
+    /// with a wall clock, for this long of it; or the input ends) and applied in event-time
+    /// order. 0 applies events in arrival order (docs/ARCHITECTURE.md, Correlation → Disorder).
+    pub max_disorder_ms: u64,
     /// How many input topics feed the correlator (the processor: 2). Stream time waits until
     /// events of each have been seen and then follows the slowest (see
     /// [`Correlator::advance`](crate::Correlator::advance) for moving past a topic that has gone
@@ -52,6 +57,7 @@ impl Default for Config {
             max_pending_bytes: 256 << 20,
             max_remembered: 200_000,
             session_idle_ms: 30 * 1000,
+            max_disorder_ms: 0,
             input_topics: 1,
         }
     }

@@ -21,7 +21,8 @@ pub enum FinishMode {
 pub struct Replay {
     /// Records in the order they were published.
     pub records: Vec<ToolCallRecord>,
-    /// The outcome of every input event, by input index.
+    /// The outcome of every input event, by input index (for an event the reorder window held,
+    /// its outcome when it was applied).
     pub outcomes: Vec<Outcome>,
     /// Calls and results still pending at the end (only with [`FinishMode::Keep`]).
     pub pending: Vec<ToolCallRecord>,
@@ -37,9 +38,17 @@ pub fn replay(
     let mut c = Correlator::without_changelog(config.clone());
     let mut out = Effects::default();
     let mut outcomes = Vec::new();
+    let settle = |outcomes: &mut Vec<Outcome>, out: &mut Effects| {
+        for r in out.released.drain(..) {
+            outcomes[r.pos.offset as usize] = r.outcome;
+        }
+    };
     for (i, event) in events.into_iter().enumerate() {
         outcomes.push(c.apply(event, Position::new(0, i as i64), &mut out));
+        settle(&mut outcomes, &mut out);
     }
+    c.release_all(&mut out);
+    settle(&mut outcomes, &mut out);
     let mut pending = Vec::new();
     match finish {
         FinishMode::Deadlines => c.advance(Timestamp::from_millis(i64::MAX), &mut out),

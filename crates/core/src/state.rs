@@ -419,6 +419,12 @@ pub(crate) enum EntryRef<'a> {
         clocks: [Option<Timestamp>; 2],
         idle: bool,
     },
+    /// An event held in the reorder window (`correlator/disorder.rs`).
+    Held {
+        event: &'a toolcalls_model::Event,
+        pos: Position,
+        wall: Option<Timestamp>,
+    },
 }
 
 /// One changelog value, as read back.
@@ -442,6 +448,11 @@ pub(crate) enum Entry {
         scope: ScopeKey,
         clocks: [Option<Timestamp>; 2],
         idle: bool,
+    },
+    Held {
+        event: Box<toolcalls_model::Event>,
+        pos: Position,
+        wall: Option<Timestamp>,
     },
 }
 

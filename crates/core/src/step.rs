@@ -2,7 +2,7 @@
 //! event's input [`Position`], its [`Outcome`], and the [`Effects`] (records) it produced.
 
 use serde::{Deserialize, Serialize};
-use toolcalls_model::{Strategy, ToolCallRecord};
+use toolcalls_model::{Event, EventKind, Strategy, ToolCallRecord};
 
 /// Where an input event came from: the index of its input topic (0 = announce, 1 = completion, as
 /// the runtime numbers them) and its offset. Record keys of calls without ids and changelog
@@ -44,6 +44,9 @@ pub enum Outcome {
     Applied,
     /// Refused; the reason is a short label (the event goes to the dead-letter topic).
     Rejected(&'static str),
+    /// Held in the reorder window (`max_disorder_ms`): it is applied later, in event-time order,
+    /// and its outcome then comes in [`Effects::released`].
+    Held,
 }
 
 impl Outcome {
@@ -58,20 +61,35 @@ impl Outcome {
             Outcome::Collapsed => "collapsed",
             Outcome::Applied => "applied",
             Outcome::Rejected(_) => "rejected",
+            Outcome::Held => "held",
         }
     }
 }
 
-/// What a step of the correlator produced: records to publish, in order.
+/// What a step of the correlator produced: records to publish, in order, and the outcomes of
+/// events the reorder window held and has now applied.
 ///
 /// Reused across calls by the caller (clear it after publishing) so the hot path does not allocate.
 #[derive(Debug, Default)]
 pub struct Effects {
     pub records: Vec<ToolCallRecord>,
+    pub released: Vec<Released>,
 }
 
 impl Effects {
     pub fn clear(&mut self) {
         self.records.clear();
+        self.released.clear();
     }
+}
+
+/// An event the reorder window held, now applied: where it came from and what became of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Released {
+    pub pos: Position,
+    pub kind: EventKind,
+    pub outcome: Outcome,
+    /// The event itself when it was [`Outcome::Rejected`], for the dead-letter topic (the
+    /// message it came in is gone by then).
+    pub rejected: Option<Box<Event>>,
 }

@@ -17,8 +17,21 @@ fn events(w: &Workload) -> Vec<Event> {
 
 fn run(spec: &Spec) -> Result<(), String> {
     let w = generate(spec);
-    let replayed = replay(&Config::default(), events(&w), FinishMode::Deadlines);
-    check(&replayed.records, &w.truth).map_err(|e| format!("seed {}: {e}", spec.seed))
+    // With a reorder window too: holding and reordering events must not change the ledger.
+    for max_disorder_ms in [0, 5_000] {
+        let config = Config {
+            max_disorder_ms,
+            ..Config::default()
+        };
+        let replayed = replay(&config, events(&w), FinishMode::Deadlines);
+        check(&replayed.records, &w.truth).map_err(|e| {
+            format!(
+                "seed {}, --max-disorder {max_disorder_ms}ms: {e}",
+                spec.seed
+            )
+        })?;
+    }
+    Ok(())
 }
 
 #[test]

@@ -12,7 +12,9 @@
 mod common;
 
 use common::*;
-use proptest::prelude::{any, prop, prop_assert, prop_assert_eq, proptest, ProptestConfig};
+use proptest::prelude::{
+    any, prop, prop_assert, prop_assert_eq, prop_oneof, proptest, Just, ProptestConfig,
+};
 use proptest::strategy::Strategy as Gen;
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -190,6 +192,7 @@ fn tight() -> Config {
         max_pending_bytes: 64 << 20,
         max_remembered: 1_000,
         session_idle_ms: 200,
+        max_disorder_ms: 0,
         input_topics: 1,
     }
 }
@@ -345,10 +348,13 @@ proptest! {
         batch in 1usize..6,
         tight_deadlines in any::<bool>(),
         two_topics in any::<bool>(),
+        window in prop_oneof![Just(0u64), 1u64..300],
     ) {
         let (a, b) = streams(&calls, true);
         let events = interleave(a, b, &flips);
         let mut config = if tight_deadlines { tight() } else { loose() };
+        // A reorder window holds events across the stop: the changelog carries them.
+        config.max_disorder_ms = window;
         // Events alternate between two input topics; with `input_topics: 2` stream time is their
         // watermark.
         config.input_topics = if two_topics { 2 } else { 1 };
@@ -362,6 +368,7 @@ proptest! {
             never_outcomes.push(never.apply(e, pos(i), &mut never_out));
             if i % 7 == 3 { never.advance(e_time(&events, i), &mut never_out); }
         }
+        never.release_all(&mut never_out);
         never.advance(Timestamp::from_millis(i64::MAX), &mut never_out);
 
         // The same run, writing its changelog in batches into a compacted "topic", stopped at `split`.
@@ -387,17 +394,21 @@ proptest! {
             first.pending_bytes();
         }
         flush(&mut first, &mut topic);
-        let stopped = (first.pending_bytes(), first.pending_views().collect::<Vec<_>>());
+        let held = |c: &Correlator| { let mut h: Vec<_> = c.held_positions().collect(); h.sort(); h };
+        let stopped = (first.pending_bytes(), first.pending_views().collect::<Vec<_>>(), held(&first));
         drop(first);
         let mut second = Correlator::restore(config, topic).expect("restore");
-        prop_assert_eq!(stopped, (second.pending_bytes(), second.pending_views().collect::<Vec<_>>()));
+        prop_assert_eq!(stopped, (second.pending_bytes(), second.pending_views().collect::<Vec<_>>(), held(&second)));
         for (i, e) in events.iter().cloned().enumerate().skip(split) {
             outcomes.push(second.apply(e, pos(i), &mut out));
             if i % 7 == 3 { second.advance(e_time(&events, i), &mut out); }
             second.pending_bytes();
         }
+        second.release_all(&mut out);
         second.advance(Timestamp::from_millis(i64::MAX), &mut out);
         prop_assert_eq!(outcomes, never_outcomes);
+        let released = |out: &Effects| out.released.iter().map(|r| (r.pos, r.outcome)).collect::<Vec<_>>();
+        prop_assert_eq!(released(&out), released(&never_out));
         // The same records, in the same order within each session. Across sessions, what one
         // step closes in several idle sessions comes session by session, in an order the restore
         // does not keep (nor need to: records are keyed per call).

@@ -33,6 +33,13 @@ pub struct CoreArgs {
     /// local mode has no wall clock)
     #[arg(long, env = "TOOLCALLS_SESSION_IDLE", value_name = "DURATION", default_value_t = Dur::from_millis(Config::default().session_idle_ms))]
     pub session_idle: Dur,
+    /// The reorder window: events are held until their session has shown an event this much
+    /// later in event time (or, in the processor, for this long of wall clock; or the input
+    /// ends) and applied in event-time order, so results that arrive up to this far out of
+    /// order pair as they would in order. It delays every event by up to this much; 0 applies
+    /// events as they arrive
+    #[arg(long, env = "TOOLCALLS_MAX_DISORDER", value_name = "DURATION", default_value_t = Dur::from_millis(Config::default().max_disorder_ms))]
+    pub max_disorder: Dur,
     /// Most pending calls and waiting results per partition; over it the oldest are closed as
     /// Evicted
     #[arg(long, env = "TOOLCALLS_MAX_PENDING", value_name = "N", default_value_t = Config::default().max_pending)]
@@ -67,6 +74,7 @@ impl CoreArgs {
             max_pending: self.max_pending,
             max_pending_bytes: self.max_pending_bytes,
             session_idle_ms: self.session_idle.millis(),
+            max_disorder_ms: self.max_disorder.millis(),
             max_remembered: self.max_remembered,
             ..Config::default()
         };

@@ -26,6 +26,8 @@ pub struct Metrics {
     /// Pending calls and waiting results per partition.
     pub pending_calls: IntGaugeVec,
     pub pending_bytes: IntGaugeVec,
+    /// Events held in the reorder window per partition.
+    pub held_events: IntGaugeVec,
     pub oldest_pending_age: prometheus::GaugeVec,
     /// Pending entries closed by the state cap.
     pub evictions: IntCounter,
@@ -105,11 +107,12 @@ impl Metrics {
             events_received: counter_vec(r, "toolcalls_input_events_total", "Input messages read, by topic and event kind.", &["topic", "kind"]),
             records_emitted: counter_vec(r, "toolcalls_output_records_total", "ToolCall records published, by phase.", &["phase"]),
             matches: counter_vec(r, "toolcalls_correlation_matches_total", "Results linked to their call, by strategy.", &["strategy"]),
-            event_outcomes: counter_vec(r, "toolcalls_correlation_outcomes_total", "What happened to each applied event.", &["outcome"]),
+            event_outcomes: counter_vec(r, "toolcalls_correlation_outcomes_total", "What happened to each applied event; an event the reorder window held counts as held when it comes and under its outcome when applied.", &["outcome"]),
             dead_letters: counter_vec(r, "toolcalls_dlq_messages_total", "Messages sent to the dead-letter topic, by reason.", &["reason"]),
             duplicates: counter(r, "toolcalls_correlation_duplicates_total", "Repeated events merged into a call already seen."),
             pending_calls: gauge_vec(r, "toolcalls_state_pending_calls", "Pending calls and waiting results, per partition.", &["partition"]),
             pending_bytes: gauge_vec(r, "toolcalls_state_pending_bytes", "Estimated memory of the pending state, per partition.", &["partition"]),
+            held_events: gauge_vec(r, "toolcalls_state_held_events", "Events held in the reorder window (--max-disorder), per partition.", &["partition"]),
             oldest_pending_age: fgauge_vec(r, "toolcalls_state_oldest_pending_age_seconds", "Stream time minus the creation time of the oldest pending entry, per partition.", &["partition"]),
             evictions: counter(r, "toolcalls_state_evictions_total", "Pending entries closed as Evicted by the state cap."),
             chunk_duration: histogram(r, "toolcalls_processing_batch_duration_seconds", "Time to decode, correlate and publish one chunk (at most 128) of input messages.", latency.clone()),

@@ -8,6 +8,9 @@
 //! call is completed, so a correct ledger holds exactly one `Succeeded` or `Failed` record per call
 //! of [`Workload::truth`] and nothing else.
 
+mod jitter;
+
+pub use jitter::{delay_results, disorder_ms};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use toolcalls_model::{Phase, ToolCallRecord};

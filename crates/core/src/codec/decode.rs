@@ -3,8 +3,8 @@
 use super::format::{
     cause_of_byte, WaitingExtras, ARGS, CHECKSUM, CLOCK_0, CLOCK_1, DENIED, DONE, DONE_CANCELLED,
     DONE_DURATION, DONE_ERROR, DONE_RESULT, DONE_STARTED, EXTRAS, HAS_ID, IDEM, IDLE, REPEATS,
-    STREAM_TIME, TAG_CALL, TAG_CLOSED, TAG_META, TAG_SCOPE, TAG_WAITING, THREAD, TOOL, TURN,
-    VERSION, VERSION_WITHOUT_POSITIONS,
+    STREAM_TIME, TAG_CALL, TAG_CLOSED, TAG_HELD, TAG_META, TAG_SCOPE, TAG_WAITING, THREAD, TOOL,
+    TURN, VERSION, VERSION_WITHOUT_POSITIONS, WALL,
 };
 use super::primitives::{CodecError, Reader};
 use crate::state::PackedPos;
@@ -330,6 +330,18 @@ pub(crate) fn decode(value: &[u8]) -> Result<Entry, CodecError> {
                 scope,
                 clocks,
                 idle: flags & IDLE != 0,
+            }
+        }
+        TAG_HELD => {
+            let flags = r.flags(WALL)?;
+            let pos = r.position("pos")?;
+            let wall = (flags & WALL != 0).then(|| r.time("wall")).transpose()?;
+            let event = toolcalls_model::Event::decode(r.bytes("event")?)
+                .map_err(|_| r.error("event", "not a v1 event"))?;
+            Entry::Held {
+                event: Box::new(event),
+                pos,
+                wall,
             }
         }
         _ => return Err(r.error("tag", "unknown entry kind")),

@@ -3,8 +3,8 @@
 use super::format::{
     cause_byte, WaitingExtras, ARGS, CHECKSUM, CLOCK_0, CLOCK_1, DENIED, DONE, DONE_CANCELLED,
     DONE_DURATION, DONE_ERROR, DONE_RESULT, DONE_STARTED, EXTRAS, HAS_ID, IDEM, IDLE, REPEATS,
-    STREAM_TIME, TAG_CALL, TAG_CLOSED, TAG_META, TAG_SCOPE, TAG_WAITING, THREAD, TOOL, TURN,
-    VERSION,
+    STREAM_TIME, TAG_CALL, TAG_CLOSED, TAG_HELD, TAG_META, TAG_SCOPE, TAG_WAITING, THREAD, TOOL,
+    TURN, VERSION, WALL,
 };
 use super::primitives::Writer;
 use crate::state::{EntryRef, ScopeKey};
@@ -221,6 +221,15 @@ pub(crate) fn encode(entry: &EntryRef<'_>) -> Vec<u8> {
             for t in clocks.iter().flatten() {
                 w.time(*t);
             }
+        }
+        EntryRef::Held { event, pos, wall } => {
+            w.u8(TAG_HELD);
+            w.u64(u64::from(flag(wall.is_some(), WALL)));
+            w.position(*pos);
+            if let Some(t) = wall {
+                w.time(*t);
+            }
+            w.bytes(&event.encode());
         }
     }
     w.finish()

@@ -18,6 +18,7 @@ pub(super) const TAG_WAITING: u8 = 2;
 pub(super) const TAG_CLOSED: u8 = 3;
 pub(super) const TAG_META: u8 = 4;
 pub(super) const TAG_SCOPE: u8 = 5;
+pub(super) const TAG_HELD: u8 = 6;
 
 /// Flag bits, shared by the entry kinds where they mean the same.
 pub(super) const THREAD: u32 = 1;
@@ -40,6 +41,8 @@ pub(super) const IDLE: u32 = 1 << 12;
 /// A scope's clock on the first (second) input topic follows.
 pub(super) const CLOCK_0: u32 = 1 << 13;
 pub(super) const CLOCK_1: u32 = 1 << 14;
+/// A held event's wall time of arrival follows.
+pub(super) const WALL: u32 = 1 << 15;
 
 /// Flag bits of a waiting result's `done`.
 pub(super) const DONE_RESULT: u32 = 1;

@@ -2,6 +2,7 @@
 //! that rebuilds a correlator from them (docs/ARCHITECTURE.md, Correlation → State and restore).
 //! The values' bytes are `codec`'s.
 
+use super::disorder::Held;
 use super::{repeats, scopes, Correlator, RestoreError, META_SEQ, SCOPE_BIT};
 use crate::codec::{decode, encode};
 use crate::state::{Closed, Entry, EntryRef, Live, Meta, WaitingResult, META_KEY};
@@ -16,6 +17,8 @@ enum Item {
     Closed(Box<Closed>),
     /// A scope's clock; the scope is interned already.
     Scope(u32, [Option<toolcalls_model::Timestamp>; 2], bool),
+    /// An event held in the reorder window, and its scope (interned already).
+    Held(u32, Box<Held>),
 }
 
 impl Correlator {
@@ -24,10 +27,13 @@ impl Correlator {
     pub(super) fn touch(&mut self, seq: u64) {
         if seq == META_SEQ {
             if self.dirty.is_some() {
-                self.meta_dirty = Some(self.pos);
+                self.meta_dirty = Some(self.change_pos);
             }
         } else if let Some(d) = self.dirty.as_mut() {
-            d.push((seq, self.pos));
+            // An event changes its entry several times in a row: one note will do.
+            if d.last() != Some(&(seq, self.change_pos)) {
+                d.push((seq, self.change_pos));
+            }
         }
     }
 
@@ -54,6 +60,8 @@ impl Correlator {
                 let seq = seq & !SCOPE_BIT;
                 let value = match self.scopes.by_seq.get(&seq) {
                     Some(&ix) => {
+                        let scope = self.scopes.get_mut(ix);
+                        scope.logged = false;
                         let scope = self.scopes.get(ix);
                         Some(encode(&EntryRef::Scope {
                             scope: &scope.key,
@@ -64,7 +72,7 @@ impl Correlator {
                     None if seq >= self.unwritten_from => continue,
                     None => None,
                 };
-                (format!("{SCOPE_KEY_PREFIX}{seq}"), value)
+                (numbered_key(SCOPE_KEY_PREFIX, seq), value)
             } else if seq == META_SEQ {
                 let meta = Meta {
                     stream_time: self.stream_time,
@@ -90,10 +98,13 @@ impl Correlator {
                         scope: &self.scopes.get(closed.scope).key,
                         closed,
                     })),
-                    (None, None) if seq >= self.unwritten_from => continue,
-                    (None, None) => None,
+                    (None, None) => match self.held_entry(seq) {
+                        Some(value) => Some(value),
+                        None if seq >= self.unwritten_from => continue,
+                        None => None,
+                    },
                 };
-                (seq.to_string(), value)
+                (numbered_key("", seq), value)
             };
             ops.push(ChangelogOp { key, value, pos });
         }
@@ -210,6 +221,21 @@ impl Correlator {
                     items.push((seq, Item::Scope(ix, clocks, idle)));
                     continue;
                 }
+                Entry::Held { event, pos, wall } => {
+                    let key = crate::state::ScopeKey {
+                        source: event.source.clone(),
+                        session: event.session.clone(),
+                        thread: event.thread.clone(),
+                    };
+                    let ix = restored.scopes.intern(key, &restored.hs);
+                    let held = Box::new(Held {
+                        event: *event,
+                        pos,
+                        wall,
+                    });
+                    items.push((seq, Item::Held(ix, held)));
+                    continue;
+                }
                 Entry::Closed { scope, mut closed } => {
                     closed.scope = restored.scopes.intern(scope, &restored.hs);
                     let ids = !closed.ids.is_empty();
@@ -264,8 +290,10 @@ impl Correlator {
                     scope.seq = Some(seq);
                     restored.scopes.by_seq.insert(seq, ix);
                 }
+                Item::Held(ix, held) => restored.restore_held(ix, seq, *held),
             }
         }
+        restored.restore_arrived();
         restored.scopes.sweep(&restored.hs);
         // A scope kept without entries (a checkpoint fell between its last entry going and its
         // own key being written as gone) is written as gone now.
@@ -292,7 +320,37 @@ impl Correlator {
 /// no entry (`clock.rs`).
 const SCOPE_KEY_PREFIX: &str = "s";
 
+/// `prefix` followed by `seq` in decimal, as a key (without the formatting machinery: a
+/// checkpoint makes one per changed entry).
+fn numbered_key(prefix: &str, mut seq: u64) -> String {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (seq % 10) as u8;
+        seq /= 10;
+        if seq == 0 {
+            break;
+        }
+    }
+    let mut key = String::with_capacity(prefix.len() + digits.len() - at);
+    key.push_str(prefix);
+    key.push_str(std::str::from_utf8(&digits[at..]).expect("ASCII digits"));
+    key
+}
+
 /// The number of a scope's changelog key.
 fn scope_key_seq(key: &str) -> Option<u64> {
     key.strip_prefix(SCOPE_KEY_PREFIX)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn numbered_keys_are_decimal() {
+        for n in [0, 7, 10, 99, 12345, u64::MAX] {
+            assert_eq!(super::numbered_key("", n), n.to_string());
+            assert_eq!(super::numbered_key("s", n), format!("s{n}"));
+        }
+    }
 }

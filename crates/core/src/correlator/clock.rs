@@ -40,6 +40,9 @@ impl Correlator {
         }
         scope.clocks[topic] = Some(scope.clocks[topic].map_or(time, |c| c.max(time)));
         scope.clock = scopes::watermark(&scope.clocks, topics);
+        if std::mem::replace(&mut scope.logged, true) {
+            return;
+        }
         let seq = match scope.seq {
             Some(seq) => seq,
             None => {
@@ -159,13 +162,16 @@ impl Correlator {
             if quiet {
                 scope.idle = true;
                 if let (Some(seq), Some(&(at, _))) = (scope.seq, scope.timers.first()) {
-                    went_idle.push((seq, at));
+                    let logged = std::mem::replace(&mut scope.logged, true);
+                    went_idle.push((seq, at, logged));
                 }
             }
         }
         // Fired in deadline order across the scopes, as `fire_blocked` does.
-        for (seq, at) in went_idle {
-            self.touch(seq | SCOPE_BIT);
+        for (seq, at, logged) in went_idle {
+            if !logged {
+                self.touch(seq | SCOPE_BIT);
+            }
             self.blocked.insert((at, seq));
         }
         self.fire_blocked(out);
@@ -212,11 +218,12 @@ impl Correlator {
         }
     }
 
-    /// Tells the correlator the wall clock (the runtime does, at each punctuation): scopes quiet
-    /// for `session_idle_wall` of it (and `session_idle` of event time) go idle, and what that
-    /// makes due fires.
+    /// Tells the correlator the wall clock (the runtime does, at each punctuation): events held
+    /// in the reorder window for its length are applied (`disorder.rs`), scopes quiet for
+    /// `session_idle` of it go idle, and what that makes due fires.
     pub fn tick(&mut self, wall: Timestamp, out: &mut Effects) {
         self.wall = Some(wall);
+        self.release_waited(out);
         self.check_idle(out);
         self.sweep_scopes();
     }

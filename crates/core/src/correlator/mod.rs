@@ -15,6 +15,7 @@
 //! - `merge.rs`: what any event adds to an entry (attributes, counts), and the approval fold;
 //! - `provenance.rs`: the input positions of the events merged into each entry and its record;
 //! - `clock.rs`: time per scope — its clock, its deadlines, idleness;
+//! - `disorder.rs`: the reorder window — events held and applied in event-time order;
 //! - `close.rs`: closing calls and waiting results — turn ends, the state cap;
 //! - `repeats.rs`: the repeat keys of events without an id, which find their copies;
 //! - `rules.rs`: the matching rules — how a result finds its call and a new call its waiting
@@ -33,6 +34,7 @@ mod announce;
 mod changelog;
 mod clock;
 mod close;
+mod disorder;
 mod entries;
 mod facts;
 mod footprint;
@@ -99,8 +101,15 @@ pub struct Correlator {
     /// the last `take_changelog`): one that is gone again needs no tombstone, its key holds
     /// nothing. Most calls open and close between two checkpoints.
     unwritten_from: u64,
-    /// Position of the event being applied (or the last one, during a punctuation).
+    /// Position of the event being applied (or the last one, during a punctuation): its
+    /// provenance, and the key of a call it opens.
     pos: Position,
+    /// Position of the input event that made the changes being made (or the last one, during a
+    /// punctuation): what the changelog says changed an entry. The same as `pos`, except while
+    /// an event the reorder window held is applied.
+    change_pos: Position,
+    /// The reorder window's held events (`disorder.rs`).
+    window: disorder::Window,
     /// The estimate of [`live_bytes`] summed over the pending entries.
     pending_bytes: usize,
     pending_calls: usize,
@@ -153,6 +162,8 @@ impl Correlator {
             meta_dirty: None,
             unwritten_from: 0,
             pos: Position::default(),
+            change_pos: Position::default(),
+            window: disorder::Window::default(),
             pending_bytes: 0,
             pending_calls: 0,
         }
@@ -221,8 +232,16 @@ impl Correlator {
     }
 
     /// Applies one event: links it, merges it or parks it, then fires every deadline that the new
-    /// stream time has passed and enforces the state cap. Records go to `out`.
+    /// stream time has passed and enforces the state cap. Records go to `out`. With a reorder
+    /// window (`max_disorder_ms`) the event may be held instead ([`Outcome::Held`]), and events
+    /// held before may be applied now (their outcomes in `out.released`).
     pub fn apply(&mut self, event: Event, pos: Position, out: &mut Effects) -> Outcome {
+        self.change_pos = pos;
+        self.hold_or_apply(event, pos, out)
+    }
+
+    /// [`apply`](Self::apply), the window aside.
+    fn apply_now(&mut self, event: Event, pos: Position, out: &mut Effects) -> Outcome {
         self.pos = pos;
         self.note_time(pos.topic, event.time);
         let (outcome, scope) = self.dispatch(event, out);

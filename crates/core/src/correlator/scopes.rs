@@ -71,7 +71,7 @@ pub(super) fn turn_hash(hs: &Hasher, turn: &str) -> u32 {
 #[derive(Debug)]
 pub(super) struct Scope {
     pub(super) key: ScopeKey,
-    /// Entries (pending and closed) of this scope; at 0 the scope is dropped.
+    /// Entries (pending and closed) and held events of this scope; at 0 the scope is dropped.
     pub(super) refs: u32,
     /// Entries by their first id ([`Entries::primary_id`](super::entries::Entries::primary_id)):
     /// live calls, waiting results, closed calls.
@@ -112,6 +112,13 @@ pub(super) struct Scope {
     pub(super) timers: BTreeSet<(Timestamp, u64)>,
     /// Its changelog key (a sequence number of its own), once numbered.
     pub(super) seq: Option<u64>,
+    /// Its key is in the changelog's list of changes since the last checkpoint: one note per
+    /// checkpoint will do (every event of the scope moves its clock).
+    pub(super) logged: bool,
+    /// The largest event time of its events that came in on each input topic, applied or held
+    /// in the reorder window; their [`watermark`] is what the window measures a held event's
+    /// wait against (`disorder.rs`).
+    pub(super) arrived: [Option<Timestamp>; 2],
 }
 
 impl Scope {
@@ -135,6 +142,8 @@ impl Scope {
             active_wall: None,
             timers: BTreeSet::new(),
             seq: None,
+            logged: false,
+            arrived: [None; 2],
         }
     }
 

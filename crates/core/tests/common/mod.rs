@@ -183,6 +183,7 @@ pub fn config() -> Config {
         max_pending_bytes: 64 << 20,
         max_remembered: 1_000,
         session_idle_ms: 30_000,
+        max_disorder_ms: 0,
         input_topics: 1,
     }
 }

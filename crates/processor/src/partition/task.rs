@@ -190,6 +190,7 @@ impl PartitionTask {
         // Sessions quiet by the wall clock too go idle (docs/ARCHITECTURE.md, Correlation → Time).
         let wall = toolcalls_model::Timestamp::from_millis(self.clock.now_ms());
         self.correlator.tick(wall, &mut self.effects);
+        self.account_released().await;
         if !self.effects.records.is_empty() {
             self.publish_records().await;
         }
@@ -301,8 +302,37 @@ impl PartitionTask {
             let detail = format!("the correlator refused the event: {reason}");
             self.dead_letter(&m, reason, &detail).await;
         }
+        self.account_released().await;
         self.publish_records().await;
         Ok(true)
+    }
+
+    /// Counts the events the reorder window applied in this step, and dead-letters those the
+    /// correlator refused. Their messages are gone by now: the dead letter carries the event as
+    /// the window kept it (its v1 encoding) and the message's original position.
+    async fn account_released(&mut self) {
+        let released = std::mem::take(&mut self.effects.released);
+        for r in &released {
+            self.telemetry.event_released(&r.outcome);
+            if let (Outcome::Rejected(reason), Some(event)) = (r.outcome, &r.rejected) {
+                let payload = event.encode();
+                let m = InMsg {
+                    topic: r.pos.topic,
+                    partition: self.partition,
+                    offset: r.pos.offset,
+                    key: Some(event.session.as_str().as_bytes()),
+                    payload: Some(&payload),
+                    timestamp_ms: Some(event.time.millis()),
+                };
+                let detail = format!(
+                    "the correlator refused the event: {reason} (applied from the reorder window; the payload is the event as held, re-encoded)"
+                );
+                self.dead_letter(&m, reason, &detail).await;
+            }
+        }
+        // Keep the buffer's allocation for the next step.
+        self.effects.released = released;
+        self.effects.released.clear();
     }
 
     /// Decodes and validates `m` and applies it to the correlator. A panic in either must not

@@ -22,6 +22,7 @@ pub(crate) struct PartitionTelemetry {
     records: Records,
     pending_calls: IntGauge,
     pending_bytes: IntGauge,
+    held_events: IntGauge,
     oldest_pending_age: Gauge,
     lag_seconds: Gauge,
 }
@@ -41,6 +42,7 @@ impl PartitionTelemetry {
             records: Records::new(metrics),
             pending_calls: metrics.pending_calls.with_label_values(&[&p]),
             pending_bytes: metrics.pending_bytes.with_label_values(&[&p]),
+            held_events: metrics.held_events.with_label_values(&[&p]),
             oldest_pending_age: metrics.oldest_pending_age.with_label_values(&[&p]),
             lag_seconds: metrics.consumer_lag_seconds.with_label_values(&[&p]),
         }
@@ -59,6 +61,12 @@ impl PartitionTelemetry {
     /// A message was decoded and applied to the correlator, with this outcome.
     pub fn event_applied(&self, topic: usize, kind: EventKind, outcome: &Outcome) {
         self.received[topic].of(kind).inc();
+        self.event_released(outcome);
+    }
+
+    /// An event the reorder window held was applied, with this outcome (it was counted as
+    /// received, and as held, when it came).
+    pub fn event_released(&self, outcome: &Outcome) {
         self.outcomes.of(outcome).inc();
         match outcome {
             Outcome::Matched(strategy) => self.matches.of(*strategy).inc(),
@@ -123,6 +131,7 @@ impl PartitionTelemetry {
     pub fn state_sampled(&self, correlator: &Correlator, full: bool) {
         self.pending_calls.set(correlator.pending_len() as i64);
         self.pending_bytes.set(correlator.pending_bytes() as i64);
+        self.held_events.set(correlator.held_len() as i64);
         if full {
             let age = match (correlator.stream_time(), correlator.oldest_pending()) {
                 (Some(now), Some(oldest)) => now.millis_since(oldest) as f64 / 1000.0,
@@ -144,6 +153,7 @@ impl PartitionTelemetry {
         let m = &self.metrics;
         let _ = m.pending_calls.remove_label_values(&[&p]);
         let _ = m.pending_bytes.remove_label_values(&[&p]);
+        let _ = m.held_events.remove_label_values(&[&p]);
         let _ = m.oldest_pending_age.remove_label_values(&[&p]);
         let _ = m.consumer_lag_seconds.remove_label_values(&[&p]);
         tracing::debug!(partition = self.partition, "partition task stopped");
@@ -204,6 +214,7 @@ struct Outcomes {
     collapsed: IntCounter,
     applied: IntCounter,
     rejected: IntCounter,
+    held: IntCounter,
 }
 
 impl Outcomes {
@@ -219,6 +230,7 @@ impl Outcomes {
             collapsed: c(Outcome::Collapsed),
             applied: c(Outcome::Applied),
             rejected: c(Outcome::Rejected("")),
+            held: c(Outcome::Held),
         }
     }
 
@@ -232,6 +244,7 @@ impl Outcomes {
             Outcome::Collapsed => &self.collapsed,
             Outcome::Applied => &self.applied,
             Outcome::Rejected(_) => &self.rejected,
+            Outcome::Held => &self.held,
         }
     }
 }
