@@ -2,7 +2,7 @@
 //! that rebuilds a correlator from them (docs/ARCHITECTURE.md, Correlation → State and restore).
 //! The values' bytes are `codec`'s.
 
-use super::disorder::Held;
+use super::window::Held;
 use super::{repeats, scopes, Correlator, RestoreError, META_SEQ, SCOPE_BIT};
 use crate::codec::{decode, encode};
 use crate::state::{Closed, Entry, EntryRef, Live, Meta, WaitingResult, META_KEY};
@@ -52,16 +52,19 @@ impl Correlator {
         // The partition-wide entry sorts last.
         dirty.extend(self.meta_dirty.take().map(|pos| (META_SEQ, pos)));
         let mut ops = Vec::with_capacity(dirty.len());
-        for (i, &(seq, pos)) in dirty.iter().enumerate() {
+        for (i, &(seq, logged_pos)) in dirty.iter().enumerate() {
             if dirty.get(i + 1).is_some_and(|&(next, _)| next == seq) {
                 continue;
             }
+            let mut pos = logged_pos;
             let (key, value) = if seq != META_SEQ && seq & SCOPE_BIT != 0 {
                 let seq = seq & !SCOPE_BIT;
                 let value = match self.scopes.by_seq.get(&seq) {
                     Some(&ix) => {
                         let scope = self.scopes.get_mut(ix);
-                        scope.logged = false;
+                        if let Some(at) = scope.changed_at.take() {
+                            pos = at;
+                        }
                         let scope = self.scopes.get(ix);
                         Some(encode(&EntryRef::Scope {
                             scope: &scope.key,

@@ -40,7 +40,7 @@ impl Correlator {
         }
         scope.clocks[topic] = Some(scope.clocks[topic].map_or(time, |c| c.max(time)));
         scope.clock = scopes::watermark(&scope.clocks, topics);
-        if std::mem::replace(&mut scope.logged, true) {
+        if scope.changed_at.replace(self.change_pos).is_some() {
             return;
         }
         let seq = match scope.seq {
@@ -141,7 +141,7 @@ impl Correlator {
         if self.stream_time.is_none() {
             return;
         }
-        let (idle_ms, wall) = (self.config.session_idle_ms, self.wall);
+        let (idle_ms, wall, change_pos) = (self.config.session_idle_ms, self.wall, self.change_pos);
         let mut went_idle = Vec::new();
         for slot in self.scopes.slots.iter_mut() {
             let Some(scope) = slot.as_mut() else {
@@ -162,7 +162,7 @@ impl Correlator {
             if quiet {
                 scope.idle = true;
                 if let (Some(seq), Some(&(at, _))) = (scope.seq, scope.timers.first()) {
-                    let logged = std::mem::replace(&mut scope.logged, true);
+                    let logged = scope.changed_at.replace(change_pos).is_some();
                     went_idle.push((seq, at, logged));
                 }
             }

@@ -16,6 +16,7 @@
 //! - `provenance.rs`: the input positions of the events merged into each entry and its record;
 //! - `clock.rs`: time per scope — its clock, its deadlines, idleness;
 //! - `disorder.rs`: the reorder window — events held and applied in event-time order;
+//! - `window.rs`: the held events themselves and their indexes;
 //! - `close.rs`: closing calls and waiting results — turn ends, the state cap;
 //! - `repeats.rs`: the repeat keys of events without an id, which find their copies;
 //! - `rules.rs`: the matching rules — how a result finds its call and a new call its waiting
@@ -48,6 +49,7 @@ mod repeats;
 mod result;
 mod rules;
 mod scopes;
+mod window;
 
 use crate::state::{DeadlineCause, Digest, ExecEnd, Fact, Live, ScopeIx, ScopeKey};
 use crate::{Config, Effects, Outcome, Position};
@@ -109,7 +111,7 @@ pub struct Correlator {
     /// an event the reorder window held is applied.
     change_pos: Position,
     /// The reorder window's held events (`disorder.rs`).
-    window: disorder::Window,
+    window: window::Window,
     /// The estimate of [`live_bytes`] summed over the pending entries.
     pending_bytes: usize,
     pending_calls: usize,
@@ -163,7 +165,7 @@ impl Correlator {
             unwritten_from: 0,
             pos: Position::default(),
             change_pos: Position::default(),
-            window: disorder::Window::default(),
+            window: window::Window::default(),
             pending_bytes: 0,
             pending_calls: 0,
         }

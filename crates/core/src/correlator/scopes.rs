@@ -112,9 +112,10 @@ pub(super) struct Scope {
     pub(super) timers: BTreeSet<(Timestamp, u64)>,
     /// Its changelog key (a sequence number of its own), once numbered.
     pub(super) seq: Option<u64>,
-    /// Its key is in the changelog's list of changes since the last checkpoint: one note per
-    /// checkpoint will do (every event of the scope moves its clock).
-    pub(super) logged: bool,
+    /// The position of its last change since the last checkpoint, once its key is in the
+    /// changelog's list of changes: one note per checkpoint will do (every event of the scope
+    /// moves its clock), and the note's position is read from here.
+    pub(super) changed_at: Option<crate::Position>,
     /// The largest event time of its events that came in on each input topic, applied or held
     /// in the reorder window; their [`watermark`] is what the window measures a held event's
     /// wait against (`disorder.rs`).
@@ -142,7 +143,7 @@ impl Scope {
             active_wall: None,
             timers: BTreeSet::new(),
             seq: None,
-            logged: false,
+            changed_at: None,
             arrived: [None; 2],
         }
     }
