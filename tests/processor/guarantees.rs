@@ -97,7 +97,7 @@ fn check_ledger(
     // (A repeat taken for a new call would wait here, and time out later as a spurious record.)
     let addrs: Vec<_> = live
         .iter()
-        .filter_map(|p| logged_http_addr(&p.log))
+        .filter_map(|p| logged_api_addr(&p.log))
         .collect();
     let sessions = truth.iter().map(|t| t.session.clone()).collect();
     let held = live_pending(&addrs, &sessions);

@@ -151,6 +151,7 @@ pub fn settings(name: &str) -> Settings {
     s.topics.records = format!("{base}.records");
     s.topics.dlq = format!("{base}.dlq");
     s.http_addr = "127.0.0.1:0".parse().unwrap();
+    s.api_addr = Some("127.0.0.1:0".parse().unwrap());
     s.punctuation_interval_ms = 200;
     // Long graces: results do not depend on how the two topics interleave.
     s.core.call_timeout_ms = 30 * 24 * 3600 * 1000;
@@ -436,6 +437,8 @@ impl Proc {
             .arg(&s.topics.dlq)
             .arg("--http-addr")
             .arg(http.to_string())
+            .arg("--api-addr")
+            .arg("127.0.0.1:0")
             .arg("--commit-interval-ms")
             .arg(s.commit_interval_ms.to_string())
             .arg("--punctuation-interval-ms")

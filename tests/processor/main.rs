@@ -3,9 +3,11 @@
 //! and group, and every wait is bounded (see `harness.rs`).
 
 mod align;
+mod api;
 mod backfill;
 mod backlog;
 mod cluster;
+mod dashboard;
 mod deliver;
 mod disorder;
 mod dlq;

@@ -15,7 +15,7 @@ async fn pending_calls_survive_a_restart() {
         .expect("start");
     produce_events(&s, &announces);
     let session = announces[0].session.as_str().to_owned();
-    let addr = first.http_addr;
+    let addr = first.api_addr.expect("the query API is on");
     wait_pending("announces pending in the first instance", addr, &session, 5).await;
     tokio::time::timeout(Duration::from_secs(60), first.stop())
         .await
@@ -26,9 +26,9 @@ async fn pending_calls_survive_a_restart() {
     let second = toolcalls_processor::start(s.clone(), prometheus::Registry::new())
         .await
         .expect("restart");
-    let addr = second.http_addr;
+    let addr = second.api_addr.expect("the query API is on");
     wait_pending("restored pending calls", addr, &session, 5).await;
-    let (_, metrics) = http_get(addr, "/metrics").await;
+    let (_, metrics) = http_get(second.http_addr, "/metrics").await;
     assert!(
         metrics.contains("toolcalls_restore_records_total"),
         "{metrics}"

@@ -44,7 +44,7 @@ async fn ride_out_a_stall(guarantee: Guarantee) {
         .await
         .expect("start");
     produce_events(&s, &announces);
-    let addr = running.http_addr;
+    let addr = running.api_addr.expect("the query API is on");
     let sessions: Vec<String> = announces
         .iter()
         .map(|e| e.session.as_str().to_owned())

@@ -181,9 +181,24 @@ pub struct Settings {
         default_value_t = 60_000
     )]
     pub transaction_timeout_ms: u64,
-    /// Address of the HTTP server: /metrics, /healthz, /readyz, /v1/…
-    #[arg(long, env = "TOOLCALLS_HTTP_ADDR", value_name = "ADDR", default_value_t = SocketAddr::from(([0, 0, 0, 0], 9464)))]
+    /// Address of the operations listener: /metrics, /healthz, /readyz (give 0.0.0.0:9464 for a
+    /// scraper on another host)
+    #[arg(long, env = "TOOLCALLS_HTTP_ADDR", value_name = "ADDR", default_value_t = SocketAddr::from(([127, 0, 0, 1], 9464)))]
     pub http_addr: SocketAddr,
+    /// Address of the query API (/v1/…), a listener of its own; off unless set. It answers with
+    /// tool inputs and results, so an address beyond loopback needs --api-token
+    #[arg(long, env = "TOOLCALLS_API_ADDR", value_name = "ADDR")]
+    pub api_addr: Option<SocketAddr>,
+    /// Bearer token the query API requires (`Authorization: Bearer <token>`); required when
+    /// --api-addr is not a loopback address. Prefer the variable (or a file) to the flag, which
+    /// other users of the host can see
+    #[arg(
+        long,
+        env = "TOOLCALLS_API_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub api_token: Option<Secret>,
     /// Log format; the level comes from RUST_LOG (default `info`)
     #[arg(long, env = "TOOLCALLS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -206,6 +221,23 @@ pub struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         toolcalls_settings::defaults()
+    }
+}
+
+/// A value that must not show in logs or debug output (a token).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<secret>")
+    }
+}
+
+impl std::str::FromStr for Secret {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Secret(s.to_owned()))
     }
 }
 
@@ -272,6 +304,20 @@ impl Settings {
             return bad(
                 "--max-inflight-messages and --max-inflight-bytes must be greater than 0".into(),
             );
+        }
+        if self
+            .api_token
+            .as_ref()
+            .is_some_and(|t| t.0.trim().is_empty())
+        {
+            return bad("--api-token is empty; give a long random token, or leave it unset".into());
+        }
+        if let Some(addr) = self.api_addr {
+            if !addr.ip().is_loopback() && self.api_token.is_none() {
+                return bad(format!(
+                    "--api-addr {addr} is reachable beyond this host, and the query API answers with tool inputs and results: set --api-token (TOOLCALLS_API_TOKEN), or bind it to 127.0.0.1"
+                ));
+            }
         }
         self.core.validate().map_err(Error::Config)?;
         for (k, _) in &self.kafka {
@@ -396,7 +442,8 @@ call_timeout = "5s"
             ),
             (100, 1 << 20, 256 << 20)
         );
-        assert_eq!(s.http_addr, SocketAddr::from(([0, 0, 0, 0], 9464)));
+        assert_eq!(s.http_addr, SocketAddr::from(([127, 0, 0, 1], 9464)));
+        assert!(s.api_addr.is_none() && s.api_token.is_none());
         assert_eq!(s.topics, Topics::default());
         assert_eq!(
             (s.topics.announce.as_str(), s.changelog_topic()),
@@ -412,6 +459,15 @@ call_timeout = "5s"
         let e = settings(&["--kafka", "group.id=x"]).unwrap_err();
         assert!(e.contains("--group"), "{e}");
         assert!(settings(&["--kafka", "novalue"]).is_err());
+    }
+
+    #[test]
+    fn an_exposed_query_api_needs_a_token() {
+        let e = settings(&["--api-addr", "0.0.0.0:9465"]).unwrap_err();
+        assert!(e.contains("--api-token"), "{e}");
+        assert!(settings(&["--api-addr", "0.0.0.0:9465", "--api-token", "s3cret"]).is_ok());
+        assert!(settings(&["--api-addr", "127.0.0.1:9465"]).is_ok());
+        assert!(settings(&["--api-token", " "]).is_err());
     }
 
     #[test]

@@ -1,4 +1,6 @@
-//! HTTP: `/metrics`, `/healthz`, `/readyz` and the query API.
+//! HTTP: `/metrics`, `/healthz` and `/readyz` on the operations listener; the query API on a
+//! listener of its own, off unless asked for, behind a bearer token when one is set (it answers
+//! with tool inputs and results).
 //!
 //! The query API reads the partition stores without locks on the hot path: a
 //! [`DashMap`](dashmap::DashMap) indexes the live partition tasks (the coordinator is its only
@@ -32,14 +34,64 @@ pub(crate) struct HttpState {
 
 const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
 
-pub(crate) fn router(state: Arc<HttpState>) -> Router {
+/// `/metrics`, `/healthz`, `/readyz`.
+pub(crate) fn ops_router(state: Arc<HttpState>) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .with_state(state)
+}
+
+/// The query API; with `token`, every request must carry `Authorization: Bearer <token>`.
+pub(crate) fn api_router(state: Arc<HttpState>, token: Option<String>) -> Router {
+    let router = Router::new()
         .route("/v1/tool-calls/{id}", get(tool_call))
         .route("/v1/sessions/{session}/pending", get(session_pending))
-        .with_state(state)
+        .with_state(state);
+    match token {
+        Some(token) => router.layer(axum::middleware::from_fn_with_state(
+            Arc::new(token),
+            authorize,
+        )),
+        None => router,
+    }
+}
+
+/// Lets a request through only with the bearer token.
+async fn authorize(
+    State(token): State<Arc<String>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match given {
+        Some(given) if same_secret(given.as_bytes(), token.as_bytes()) => next.run(request).await,
+        _ => {
+            let mut response = error(
+                StatusCode::UNAUTHORIZED,
+                "the query API needs `Authorization: Bearer <token>` with the token the processor was given (--api-token)".into(),
+            );
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+            response
+        }
+    }
+}
+
+/// Compares without stopping at the first difference, so the time taken does not tell how much
+/// of a guess was right.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 async fn metrics(State(s): State<Arc<HttpState>>) -> Response {

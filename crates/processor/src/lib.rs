@@ -63,7 +63,7 @@ mod startup;
 mod telemetry;
 pub mod topics;
 
-pub use config::{Guarantee, LogFormat, RunArgs, Settings};
+pub use config::{Guarantee, LogFormat, RunArgs, Secret, Settings};
 pub use error::{Disposition, Error};
 pub use startup::{run, start, Running};
 pub use topics::{create_topics, TopicOutcome, TopicPlan};

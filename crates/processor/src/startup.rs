@@ -7,7 +7,7 @@ use crate::config::{Guarantee, Settings};
 use crate::coordinator::{transaction, Coordinator, Partitions, Transactions};
 use crate::error::Error;
 use crate::failpoint::Failpoints;
-use crate::http::{router, HttpState};
+use crate::http::{api_router, ops_router, HttpState};
 use crate::input::batch::BatchPool;
 use crate::input::consumer::{run_consumer_loop, ConsumerCmd, LoopConfig};
 use crate::input::group::{ConsumerCtx, GroupConsumer, GroupEvent};
@@ -28,8 +28,10 @@ use tokio::task::JoinHandle;
 
 /// A started processor.
 pub struct Running {
-    /// Where the HTTP server listens (useful with port 0).
+    /// Where the operations listener (metrics, health) listens (useful with port 0).
     pub http_addr: SocketAddr,
+    /// Where the query API listens, when it is on.
+    pub api_addr: Option<SocketAddr>,
     /// The registry the metrics live in.
     pub registry: Registry,
     shutdown: Option<oneshot::Sender<()>>,
@@ -65,7 +67,10 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let mut running = start(settings, Registry::new())
         .await
         .context("starting the processor")?;
-    tracing::info!(http = %running.http_addr, "processor started");
+    match running.api_addr {
+        Some(api) => tracing::info!(http = %running.http_addr, api = %api, "processor started"),
+        None => tracing::info!(http = %running.http_addr, "processor started"),
+    }
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("installing the SIGTERM handler")?;
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
@@ -109,7 +114,7 @@ pub async fn start(settings: Settings, registry: Registry) -> Result<Running, Er
     let metrics = Metrics::new(&registry);
     let failpoints = Arc::new(Failpoints::parse(settings.failpoint.as_deref()));
     let producer = start_producer(&settings, &metrics).await?;
-    let (http, http_addr, http_stop) = serve_http(&settings, &registry).await?;
+    let (http, http_addr, api_addr, http_stop) = serve_http(&settings, &registry).await?;
 
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let batches = Arc::new(BatchPool::default());
@@ -178,6 +183,7 @@ pub async fn start(settings: Settings, registry: Registry) -> Result<Running, Er
     });
     Ok(Running {
         http_addr,
+        api_addr,
         registry,
         shutdown: Some(shutdown_tx),
         join,
@@ -209,32 +215,67 @@ async fn start_producer(
     Ok(producer)
 }
 
-/// Serves `/metrics`, health, readiness and the query API until the returned sender fires.
+/// Serves `/metrics`, health and readiness, and the query API where it is on, until the
+/// returned sender fires.
 async fn serve_http(
     settings: &Settings,
     registry: &Registry,
-) -> Result<(Arc<HttpState>, SocketAddr, oneshot::Sender<()>), Error> {
+) -> Result<
+    (
+        Arc<HttpState>,
+        SocketAddr,
+        Option<SocketAddr>,
+        oneshot::Sender<()>,
+    ),
+    Error,
+> {
     let http = Arc::new(HttpState {
         registry: registry.clone(),
         partitions: DashMap::new(),
         ready: false.into(),
         alive: true.into(),
     });
-    let listener = tokio::net::TcpListener::bind(settings.http_addr)
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(());
+    let http_addr = serve(
+        settings.http_addr,
+        ops_router(http.clone()),
+        stop_rx.clone(),
+    )
+    .await?;
+    let api_addr = match settings.api_addr {
+        Some(addr) => {
+            let token = settings.api_token.as_ref().map(|t| t.0.clone());
+            Some(serve(addr, api_router(http.clone(), token), stop_rx).await?)
+        }
+        None => None,
+    };
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let _ = stopped.await;
+        drop(stop_tx);
+    });
+    Ok((http, http_addr, api_addr, stop))
+}
+
+/// Serves `app` on `addr` until `stop` closes; the address it got.
+async fn serve(
+    addr: SocketAddr,
+    app: axum::Router,
+    mut stop: tokio::sync::watch::Receiver<()>,
+) -> Result<SocketAddr, Error> {
+    let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(Error::Http)?;
-    let http_addr = listener.local_addr().map_err(Error::Http)?;
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let app = router(http.clone());
+    let bound = listener.local_addr().map_err(Error::Http)?;
     tokio::spawn(async move {
-        let serve = axum::serve(listener, app).with_graceful_shutdown(async {
-            let _ = stop_rx.await;
+        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+            let _ = stop.changed().await;
         });
         if let Err(e) = serve.await {
-            tracing::error!(error = %e, "http server failed");
+            tracing::error!(error = %e, addr = %bound, "http server failed");
         }
     });
-    Ok((http, http_addr, stop_tx))
+    Ok(bound)
 }
 
 /// The group consumer, subscribed, and its thread started: group events come on `events`, the

@@ -91,7 +91,7 @@ where
         file.probe(find(&command::<C>(), &path).clone(), &defaults)?;
         cmd = at_path(command::<C>(), &path, &|mut leaf| {
             for (id, value) in &defaults {
-                leaf = leaf.mut_arg(id, |a| a.default_value(value.clone()));
+                leaf = leaf.mut_arg(id, |a| a.default_values(value.clone()));
             }
             leaf
         });
@@ -389,8 +389,9 @@ impl ConfigFile {
         }
     }
 
-    /// What the file gives `cmd`'s settings: (option id, value), maps left out.
-    fn defaults_for(&self, cmd: &Command) -> Result<Vec<(String, String)>, Error> {
+    /// What the file gives `cmd`'s settings: (option id, values), maps left out. An array gives
+    /// a repeatable option its values.
+    fn defaults_for(&self, cmd: &Command) -> Result<Vec<(String, Vec<String>)>, Error> {
         let mut out = Vec::new();
         for arg in cmd.get_arguments() {
             let Some(key) = key_of(cmd, arg) else {
@@ -399,23 +400,33 @@ impl ConfigFile {
             let Some(value) = self.value(&key) else {
                 continue;
             };
-            let Some(text) = scalar(value) else {
-                return Err(self.error(format_args!("`{key}` takes one value, not {value}")));
+            let repeatable = matches!(arg.get_action(), clap::ArgAction::Append);
+            let values = match value {
+                toml::Value::Array(items) if repeatable => items.iter().map(scalar).collect(),
+                _ => scalar(value).map(|v| vec![v]),
             };
-            out.push((arg.get_id().as_str().to_owned(), text));
+            let Some(values) = values else {
+                let what = if repeatable {
+                    "values (a list of them)"
+                } else {
+                    "one value"
+                };
+                return Err(self.error(format_args!("`{key}` takes {what}, not {value}")));
+            };
+            out.push((arg.get_id().as_str().to_owned(), values));
         }
         Ok(out)
     }
 
     /// Parses every value the file gives `leaf`, even those a flag overrides, so that a wrong
     /// one is reported with its key.
-    fn probe(&self, leaf: Command, defaults: &[(String, String)]) -> Result<(), Error> {
+    fn probe(&self, leaf: Command, defaults: &[(String, Vec<String>)]) -> Result<(), Error> {
         let mut probe = leaf
             .clone()
             .no_binary_name(true)
             .mut_args(|a| a.env(None).required(false));
         for (id, value) in defaults {
-            probe = probe.mut_arg(id, |a| a.default_value(value.clone()));
+            probe = probe.mut_arg(id, |a| a.default_values(value.clone()));
         }
         let Err(e) = probe.try_get_matches_from_mut(Vec::<OsString>::new()) else {
             return Ok(());

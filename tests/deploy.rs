@@ -1,0 +1,787 @@
+//! The deployment files, checked by the tools that will read them:
+//!
+//! - deploy/alerts.yml with `promtool check rules` and its unit tests (`promtool test rules
+//!   deploy/alerts.test.yml`), deploy/prometheus.yml with `promtool check config`; every alert has
+//!   a severity, a runbook section in docs/OPERATIONS.md and unit tests that see it fire and stay
+//!   silent;
+//! - the Grafana provisioning and the compose file against each other (mounts, data source,
+//!   scrape targets, instance ids), and the demo producer's input through `toolcalls ingest`;
+//! - deploy/kubernetes against the Kubernetes schema (PyPI's kubernetes-validate, strict), the
+//!   PodMonitor against prometheus-operator's (npm's @kubernetes-models/prometheus-operator,
+//!   which kubernetes-validate does not know), and the manifests against each other and the
+//!   binary (the ConfigMap's TOML is read by `toolcalls run`).
+//!
+//! scripts/install-test-deps.sh installs every tool; a test whose tool is missing says
+//! `skipped: …` and passes. Whether every expression returns data from a real run is
+//! tests/processor/dashboard.rs.
+
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `name` on PATH.
+fn on_path(name: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(name).is_file()))
+}
+
+/// The virtualenv scripts/install-test-deps.sh keeps under .tools/.
+fn venv_bin(name: &str) -> Option<PathBuf> {
+    let p = root().join(".tools/venv/bin").join(name);
+    p.is_file().then_some(p)
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.current_dir(root())
+        .output()
+        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"))
+}
+
+fn show(out: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}--- stderr\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The YAML documents of `path` as JSON values, read by PyYAML in the test virtualenv (the
+/// workspace has no YAML crate); None when the virtualenv is missing.
+fn yaml(path: &str) -> Option<Vec<Value>> {
+    let python = venv_bin("python")?;
+    let out = run(Command::new(python)
+        .arg("-c")
+        .arg(
+            "import json, sys, yaml\n\
+         docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d is not None]\n\
+         json.dump(docs, sys.stdout)",
+        )
+        .arg(root().join(path)));
+    assert!(out.status.success(), "reading {path}: {}", show(&out));
+    Some(serde_json::from_slice(&out.stdout).expect("PyYAML's JSON"))
+}
+
+/// Like [`yaml`], for a file of one document.
+fn yaml_one(path: &str) -> Option<Value> {
+    let mut docs = yaml(path)?;
+    assert_eq!(docs.len(), 1, "{path} holds one document");
+    docs.pop()
+}
+
+const NO_VENV: &str =
+    "skipped: .tools/venv (PyYAML) is not installed; scripts/install-test-deps.sh installs it";
+
+#[test]
+fn alert_rules_pass_promtool_check_and_their_unit_tests() {
+    if !on_path("promtool") {
+        println!("skipped: promtool not installed (scripts/install-test-deps.sh installs Debian's prometheus, which ships it)");
+        return;
+    }
+    for args in [
+        &["check", "rules", "deploy/alerts.yml"][..],
+        &["test", "rules", "deploy/alerts.test.yml"],
+        &["check", "config", "deploy/prometheus.yml"],
+    ] {
+        let out = run(Command::new("promtool").args(args));
+        assert!(
+            out.status.success(),
+            "promtool {}: {}",
+            args.join(" "),
+            show(&out)
+        );
+    }
+}
+
+/// The GitHub anchor of a Markdown heading.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn every_alert_has_a_severity_a_runbook_and_unit_tests_firing_and_silent() {
+    let (Some(rules), Some(tests)) = (
+        yaml_one("deploy/alerts.yml"),
+        yaml_one("deploy/alerts.test.yml"),
+    ) else {
+        println!("{NO_VENV}");
+        return;
+    };
+    let ops = std::fs::read_to_string(root().join("docs/OPERATIONS.md")).unwrap();
+    let anchors: BTreeSet<String> = ops
+        .lines()
+        .filter_map(|l| l.strip_prefix('#'))
+        .map(|l| anchor(l.trim_start_matches('#')))
+        .collect();
+    // alertname → (a test expects it silent, a test expects it firing)
+    let mut tested: BTreeMap<String, (bool, bool)> = BTreeMap::new();
+    for t in tests["tests"].as_array().expect("tests") {
+        for case in t["alert_rule_test"].as_array().into_iter().flatten() {
+            let name = case["alertname"].as_str().expect("alertname").to_owned();
+            let fires = case["exp_alerts"].as_array().is_some_and(|a| !a.is_empty());
+            let e = tested.entry(name).or_default();
+            if fires {
+                e.1 = true;
+            } else {
+                e.0 = true;
+            }
+        }
+    }
+    let mut names = Vec::new();
+    for group in rules["groups"].as_array().expect("groups") {
+        for rule in group["rules"].as_array().expect("rules") {
+            let Some(name) = rule["alert"].as_str() else {
+                continue;
+            };
+            names.push(name.to_owned());
+            let severity = rule["labels"]["severity"].as_str().unwrap_or_default();
+            assert!(
+                ["critical", "warning"].contains(&severity),
+                "{name}: severity `{severity}` is neither critical nor warning"
+            );
+            assert!(
+                rule["annotations"]["summary"].is_string(),
+                "{name}: no summary"
+            );
+            let runbook = rule["annotations"]["runbook_url"]
+                .as_str()
+                .unwrap_or_default();
+            let want = format!("docs/OPERATIONS.md#{}", name.to_lowercase());
+            assert_eq!(runbook, want, "{name}: runbook_url");
+            assert!(
+                anchors.contains(&name.to_lowercase()),
+                "{name}: docs/OPERATIONS.md has no section `{name}` for its runbook"
+            );
+            assert_eq!(
+                tested.get(name),
+                Some(&(true, true)),
+                "{name}: deploy/alerts.test.yml must see it silent and firing"
+            );
+        }
+    }
+    assert!(names.len() >= 10, "{} alerts", names.len());
+    let unknown: Vec<&String> = tested.keys().filter(|n| !names.contains(n)).collect();
+    assert!(
+        unknown.is_empty(),
+        "tests of alerts that do not exist: {unknown:?}"
+    );
+}
+
+/// The `(x, y, w, h)` of every panel of the dashboard.
+fn grid(panel: &Value) -> (i64, i64, i64, i64) {
+    let g = &panel["gridPos"];
+    let n = |k: &str| {
+        g[k].as_i64()
+            .unwrap_or_else(|| panic!("gridPos.{k} of {panel}"))
+    };
+    (n("x"), n("y"), n("w"), n("h"))
+}
+
+#[test]
+fn the_dashboard_is_well_formed_and_uses_the_provisioned_data_source() {
+    let dashboard: Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("deploy/grafana/dashboards/toolcalls.json")).unwrap(),
+    )
+    .expect("the dashboard is JSON");
+    assert_eq!(dashboard["uid"], "toolcalls");
+    let vars = dashboard["templating"]["list"]
+        .as_array()
+        .expect("variables");
+    assert!(
+        vars.iter().any(|v| v["name"] == "datasource"
+            && v["type"] == "datasource"
+            && v["query"] == "prometheus"),
+        "a data source variable of type prometheus"
+    );
+    let panels = dashboard["panels"].as_array().expect("panels");
+    let mut ids = BTreeSet::new();
+    let mut cells = BTreeSet::new();
+    let mut titles = BTreeSet::new();
+    for p in panels {
+        assert!(
+            ids.insert(p["id"].as_i64().expect("id")),
+            "panel ids repeat"
+        );
+        let (x, y, w, h) = grid(p);
+        assert!(
+            x >= 0 && w > 0 && x + w <= 24 && h > 0,
+            "{}: outside the grid",
+            p["title"]
+        );
+        for cx in x..x + w {
+            for cy in y..y + h {
+                assert!(
+                    cells.insert((cx, cy)),
+                    "{} overlaps another panel",
+                    p["title"]
+                );
+            }
+        }
+        if p["type"] == "row" {
+            continue;
+        }
+        titles.insert(p["title"].as_str().expect("title").to_owned());
+        assert_eq!(p["datasource"]["uid"], "${datasource}", "{}", p["title"]);
+        let targets = p["targets"].as_array().expect("targets");
+        assert!(!targets.is_empty(), "{}: no query", p["title"]);
+        for t in targets {
+            assert_eq!(t["datasource"]["uid"], "${datasource}", "{}", p["title"]);
+            let expr = t["expr"].as_str().expect("expr");
+            assert!(
+                expr.contains(r#"job="toolcalls""#) && expr.contains(r#"instance=~"$instance""#),
+                "{}: `{expr}` does not select the job and the instance variable",
+                p["title"]
+            );
+        }
+    }
+    // What the dashboard must show (docs/OPERATIONS.md, "Dashboard").
+    let text = serde_json::to_string(&dashboard).unwrap();
+    for metric in [
+        "toolcalls_input_events_total",
+        "toolcalls_output_records_total",
+        "toolcalls_correlation_matches_total",
+        "toolcalls_state_pending_calls",
+        "toolcalls_state_pending_bytes",
+        "toolcalls_state_oldest_pending_age_seconds",
+        "toolcalls_state_held_events",
+        "toolcalls_consumer_lag_records",
+        "toolcalls_consumer_lag_seconds",
+        "toolcalls_dlq_messages_total",
+        "toolcalls_output_transactions_total",
+        "toolcalls_restore_duration_seconds",
+        "toolcalls_restore_records_total",
+        "toolcalls_output_end_to_end_latency_seconds",
+    ] {
+        assert!(
+            text.contains(metric),
+            "the dashboard does not show {metric}"
+        );
+    }
+}
+
+#[test]
+fn compose_prometheus_and_grafana_fit_together() {
+    let (Some(compose), Some(prom), Some(datasources), Some(providers)) = (
+        yaml_one("docker-compose.yml"),
+        yaml_one("deploy/prometheus.yml"),
+        yaml_one("deploy/grafana/provisioning/datasources/prometheus.yml"),
+        yaml_one("deploy/grafana/provisioning/dashboards/toolcalls.yml"),
+    ) else {
+        println!("{NO_VENV}");
+        return;
+    };
+    let services = compose["services"].as_object().expect("services");
+    // Two processors of one group, with distinct instance ids, each scraped by Prometheus.
+    let processors: Vec<(&String, &Value)> = services
+        .iter()
+        .filter(|(_, s)| s["command"] == serde_json::json!(["toolcalls", "run"]))
+        .collect();
+    assert_eq!(processors.len(), 2, "two processor instances");
+    let ids: BTreeSet<&str> = processors
+        .iter()
+        .map(|(_, s)| {
+            s["environment"]["TOOLCALLS_INSTANCE_ID"]
+                .as_str()
+                .expect("instance id")
+        })
+        .collect();
+    assert_eq!(ids.len(), 2, "distinct instance ids: {ids:?}");
+    let targets: BTreeSet<String> = prom["scrape_configs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["job_name"] == "toolcalls")
+        .flat_map(|c| c["static_configs"].as_array().unwrap())
+        .flat_map(|c| c["targets"].as_array().unwrap())
+        .map(|t| t.as_str().unwrap().to_owned())
+        .collect();
+    let expected: BTreeSet<String> = processors
+        .iter()
+        .map(|(name, s)| {
+            let port = s["environment"]["TOOLCALLS_HTTP_ADDR"]
+                .as_str()
+                .and_then(|a| a.rsplit_once(':'))
+                .map(|(_, p)| p)
+                .expect("TOOLCALLS_HTTP_ADDR");
+            format!("{name}:{port}")
+        })
+        .collect();
+    assert_eq!(
+        targets, expected,
+        "Prometheus scrapes exactly the processors"
+    );
+    assert_eq!(
+        prom["rule_files"],
+        serde_json::json!(["alerts.yml"]),
+        "the rules beside the config"
+    );
+
+    // Each mount's source exists, and Prometheus's files are mounted where its config says.
+    let mounts = |service: &str| -> BTreeMap<String, String> {
+        services[service]["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|v| {
+                let mut parts = v.as_str().expect("a short volume").split(':');
+                let (src, dst) = (parts.next().unwrap(), parts.next().expect("a target"));
+                assert!(
+                    root().join(src).exists(),
+                    "{service} mounts {src}, which does not exist"
+                );
+                (dst.to_owned(), src.trim_start_matches("./").to_owned())
+            })
+            .collect()
+    };
+    let p = mounts("prometheus");
+    assert_eq!(p["/etc/prometheus/prometheus.yml"], "deploy/prometheus.yml");
+    assert_eq!(p["/etc/prometheus/alerts.yml"], "deploy/alerts.yml");
+    let g = mounts("grafana");
+    assert_eq!(
+        g["/etc/grafana/provisioning"],
+        "deploy/grafana/provisioning"
+    );
+    let dashboards_dir = providers["providers"][0]["options"]["path"]
+        .as_str()
+        .unwrap();
+    assert_eq!(g[dashboards_dir], "deploy/grafana/dashboards");
+    let home = services["grafana"]["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+        .as_str()
+        .unwrap();
+    assert_eq!(home, format!("{dashboards_dir}/toolcalls.json"));
+
+    // The data source is the compose Prometheus, the default one (the dashboard's variable).
+    let ds = &datasources["datasources"][0];
+    assert_eq!(ds["type"], "prometheus");
+    assert!(ds["isDefault"].as_bool().unwrap());
+    let port = services["prometheus"]["ports"][0].as_str().unwrap();
+    assert_eq!(
+        ds["url"],
+        format!("http://prometheus:{}", port.rsplit(':').next().unwrap())
+    );
+
+    // The producer's input is the demo file.
+    let producer = &services["producer"];
+    let script = producer["command"][0]
+        .as_str()
+        .expect("the producer's script");
+    let demo = mounts("producer");
+    let file = script
+        .split_whitespace()
+        .find(|w| w.ends_with(".jsonl"))
+        .expect("the file the producer ingests");
+    let (dir, name) = file.rsplit_once('/').unwrap();
+    assert!(
+        root().join(&demo[dir]).join(name).is_file(),
+        "the producer ingests {file}, which is not mounted"
+    );
+}
+
+/// `toolcalls ARGS`, checked for success.
+fn toolcalls(args: &[&str]) -> String {
+    let out = run(Command::new(env!("CARGO_BIN_EXE_toolcalls")).args(args));
+    assert!(out.status.success(), "toolcalls {args:?}: {}", show(&out));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn the_demo_producer_input_makes_every_kind_of_record() {
+    let dir = std::env::temp_dir().join(format!("toolcalls-deploy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (drop_ids, strategy) in [(false, "call_id 5"), (true, "checksum 5")] {
+        let events = dir.join(format!("events-{drop_ids}.jsonl"));
+        let events = events.to_str().unwrap();
+        let mut args = vec![
+            "ingest",
+            "--format",
+            "claude-code-hooks",
+            "--strict",
+            "--session",
+            "demo-1",
+            "--base-time",
+            "2026-05-10T10:00:00.000Z",
+            "-o",
+            events,
+            "deploy/demo/claude-code-hooks.jsonl",
+        ];
+        if drop_ids {
+            args.push("--drop-ids");
+        }
+        toolcalls(&args);
+        let summary = toolcalls(&["local", "-o", "/dev/null", events]);
+        assert!(
+            summary.contains("Succeeded 4, Failed 1, Denied 1, Interrupted 1"),
+            "{summary}"
+        );
+        assert!(summary.contains(strategy), "{summary}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The manifests of deploy/kubernetes that kustomization.yaml applies.
+const KUSTOMIZED: [&str; 6] = [
+    "serviceaccount.yaml",
+    "configmap.yaml",
+    "services.yaml",
+    "statefulset.yaml",
+    "poddisruptionbudget.yaml",
+    "podmonitor.yaml",
+];
+
+/// Every manifest of deploy/kubernetes (the kustomization's and the example Secret).
+fn manifests() -> Vec<String> {
+    let mut files: Vec<String> = std::fs::read_dir(root().join("deploy/kubernetes"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".yaml") && n != "kustomization.yaml")
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn kubernetes_manifests_validate_against_the_kubernetes_schema() {
+    let Some(validate) = venv_bin("kubernetes-validate") else {
+        println!("skipped: kubernetes-validate not installed (scripts/install-test-deps.sh installs it into .tools/venv)");
+        return;
+    };
+    let files = manifests();
+    // Strict: a field the schema does not know is an error, not a field the API server drops.
+    let out = run(Command::new(validate)
+        .args(["--strict", "-k", "1.33.0", "-k", "1.37.0"])
+        .args(files.iter().map(|f| format!("deploy/kubernetes/{f}"))));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", show(&out));
+    // kubernetes-validate passes what it has no schema for with a warning: only the PodMonitor
+    // (a prometheus-operator resource, checked by the next test) may be such.
+    let mut passed = 0;
+    for line in text.lines() {
+        if line.starts_with("WARN") {
+            assert!(line.contains("kind PodMonitor"), "{line}");
+        } else {
+            assert!(
+                line.starts_with("INFO") && line.contains(" passed "),
+                "{line}"
+            );
+            passed += 1;
+        }
+    }
+    // serviceaccount, configmap, 3 services, statefulset, pdb, 2 secrets: against two versions.
+    assert_eq!(passed, 9 * 2, "{text}");
+}
+
+#[test]
+fn the_podmonitor_validates_against_the_prometheus_operator_schema() {
+    let node_dir = root().join(".tools/node");
+    let models = node_dir.join("node_modules/@kubernetes-models/prometheus-operator");
+    if !on_path("node") || !models.is_dir() {
+        println!("skipped: node or npm's @kubernetes-models/prometheus-operator not installed (scripts/install-test-deps.sh installs it into .tools/node)");
+        return;
+    }
+    let Some(podmonitor) = yaml_one("deploy/kubernetes/podmonitor.yaml") else {
+        println!("{NO_VENV}");
+        return;
+    };
+    // The models' validators are compiled from prometheus-operator's API types (the schema of
+    // its CRDs): types, patterns, enums and required fields; like the API server they let unknown
+    // fields through (kubernetes_parts_refer_to_each_other checks the fields that matter).
+    let validate = |doc: &Value| -> Output {
+        let mut child = Command::new("node")
+            .current_dir(&node_dir)
+            .args(["--input-type=module", "-e"])
+            .arg(
+                r#"import { PodMonitor } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor";
+import { readFileSync } from "node:fs";
+const doc = JSON.parse(readFileSync(0, "utf8"));
+if (doc.apiVersion !== PodMonitor.apiVersion || doc.kind !== PodMonitor.kind) throw new Error(`not a PodMonitor: ${doc.apiVersion} ${doc.kind}`);
+new PodMonitor(doc).validate();
+console.log("valid");"#,
+            )
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("running node");
+        use std::io::Write as _;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(doc.to_string().as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let out = validate(&podmonitor);
+    assert!(out.status.success(), "{}", show(&out));
+    // The validator does reject what the schema forbids.
+    let mut broken = podmonitor.clone();
+    broken["spec"]["podMetricsEndpoints"][0]["interval"] = "15 seconds".into();
+    let out = validate(&broken);
+    assert!(!out.status.success(), "a malformed interval was accepted");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("interval"),
+        "{}",
+        show(&out)
+    );
+}
+
+/// The `key` of a `matchLabels`-like map, as a set of pairs.
+fn labels(v: &Value) -> BTreeSet<(String, String)> {
+    v.as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+        .collect()
+}
+
+#[test]
+fn kubernetes_parts_refer_to_each_other() {
+    let Some(kustomization) = yaml_one("deploy/kubernetes/kustomization.yaml") else {
+        println!("{NO_VENV}");
+        return;
+    };
+    let listed: Vec<&str> = kustomization["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    assert_eq!(listed, KUSTOMIZED, "kustomization.yaml resources");
+    let files = manifests();
+    assert_eq!(
+        files
+            .iter()
+            .filter(|f| !KUSTOMIZED.contains(&f.as_str()))
+            .collect::<Vec<_>>(),
+        ["secret.example.yaml"],
+        "every manifest but the example Secret is applied"
+    );
+    let mut by_kind: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for f in &files {
+        for doc in yaml(&format!("deploy/kubernetes/{f}")).unwrap() {
+            by_kind
+                .entry(doc["kind"].as_str().unwrap().to_owned())
+                .or_default()
+                .push(doc);
+        }
+    }
+    let one = |kind: &str| -> &Value {
+        let docs = &by_kind[kind];
+        assert_eq!(docs.len(), 1, "one {kind}");
+        &docs[0]
+    };
+    let sts = one("StatefulSet");
+    let pod = &sts["spec"]["template"];
+    let pod_labels = labels(&pod["metadata"]["labels"]);
+    let selects_pods = |selector: &Value, what: &str| {
+        let s = labels(selector);
+        assert!(
+            !s.is_empty() && s.is_subset(&pod_labels),
+            "{what} does not select the pods"
+        );
+    };
+    selects_pods(
+        &sts["spec"]["selector"]["matchLabels"],
+        "the StatefulSet's selector",
+    );
+    let container = &pod["spec"]["containers"][0];
+    let ports: BTreeMap<&str, i64> = container["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap(),
+                p["containerPort"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    let env: BTreeMap<&str, &Value> = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["name"].as_str().unwrap(), e))
+        .collect();
+
+    // The instance id is the pod's name: stable per ordinal, so the transactional id survives a
+    // restart.
+    assert_eq!(
+        env["TOOLCALLS_INSTANCE_ID"]["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.name"
+    );
+
+    // Probes on the processor's HTTP port.
+    for (probe, path) in [
+        ("readinessProbe", "/readyz"),
+        ("livenessProbe", "/healthz"),
+        ("startupProbe", "/healthz"),
+    ] {
+        let get = &container[probe]["httpGet"];
+        assert_eq!(get["path"], path, "{probe}");
+        assert!(
+            ports.contains_key(get["port"].as_str().unwrap()),
+            "{probe}: port"
+        );
+    }
+    for r in ["requests", "limits"] {
+        assert!(
+            container["resources"][r]["memory"].is_string(),
+            "resources.{r}.memory"
+        );
+    }
+    assert!(container["resources"]["requests"]["cpu"].is_string());
+
+    // The config file: the ConfigMap, mounted where TOOLCALLS_CONFIG points.
+    let cm = one("ConfigMap");
+    let config_path = env["TOOLCALLS_CONFIG"]["value"].as_str().unwrap();
+    let (dir, file) = config_path.rsplit_once('/').unwrap();
+    let mount = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["mountPath"] == dir)
+        .expect("the config directory is mounted");
+    let volume = pod["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .expect("the mounted volume");
+    assert_eq!(volume["configMap"]["name"], cm["metadata"]["name"]);
+    let toml = cm["data"][file]
+        .as_str()
+        .expect("the config file in the ConfigMap");
+
+    // The binary reads it. `toolcalls run` checks the file (every key, every value), then the
+    // settings in order, the `--kafka` properties it manages last: refused for that property, the
+    // file passed everything before it.
+    let dir = std::env::temp_dir().join(format!("toolcalls-k8s-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(file);
+    std::fs::write(&path, toml).unwrap();
+    let out = run(Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+        .arg("run")
+        .arg("-c")
+        .arg(&path)
+        .args(["--kafka", "isolation.level=read_committed"]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(2)
+            && stderr.contains("isolation.level=… is managed by the processor"),
+        "the ConfigMap's config.toml was not accepted: {}",
+        show(&out)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let http_port = toml
+        .lines()
+        .find_map(|l| l.strip_prefix("http_addr = "))
+        .and_then(|v| v.trim_matches('"').rsplit_once(':'))
+        .map(|(_, p)| p.parse::<i64>().unwrap())
+        .expect("http_addr in config.toml");
+    assert!(
+        ports.values().any(|p| *p == http_port),
+        "http_addr's port {http_port} is not a container port"
+    );
+
+    // Secrets: the broker credentials, passed on as TOOLCALLS_KAFKA, and the query API's token,
+    // each a key of a Secret of the example.
+    let from_secret = |var: &str| {
+        let r = &env[var]["valueFrom"]["secretKeyRef"];
+        let secret = by_kind["Secret"]
+            .iter()
+            .find(|s| s["metadata"]["name"] == r["name"])
+            .unwrap_or_else(|| panic!("{var}: no Secret {}", r["name"]));
+        let key = r["key"].as_str().unwrap();
+        assert!(secret["stringData"][key].is_string(), "{var}: key {key}");
+    };
+    for var in ["KAFKA_SASL_USERNAME", "KAFKA_SASL_PASSWORD"] {
+        from_secret(var);
+        assert!(
+            env["TOOLCALLS_KAFKA"]["value"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("$({var})")),
+            "TOOLCALLS_KAFKA uses {var}"
+        );
+    }
+    from_secret("TOOLCALLS_API_TOKEN");
+    let api_port = env["TOOLCALLS_API_ADDR"]["value"]
+        .as_str()
+        .and_then(|a| a.rsplit_once(':'))
+        .map(|(_, p)| p.parse::<i64>().unwrap())
+        .expect("TOOLCALLS_API_ADDR");
+    assert_eq!(ports.get("api"), Some(&api_port), "the api container port");
+    assert_ne!(
+        api_port, http_port,
+        "the query API has a listener of its own"
+    );
+    assert!(
+        !toml
+            .lines()
+            .any(|l| !l.trim_start().starts_with('#') && l.contains("sasl.password")),
+        "no password in the ConfigMap"
+    );
+
+    // The governing Service exists and is headless; every Service, the PDB and the PodMonitor
+    // select the pods, on a port the container has.
+    let services = &by_kind["Service"];
+    let headless = services
+        .iter()
+        .find(|s| s["metadata"]["name"] == sts["spec"]["serviceName"])
+        .expect("the StatefulSet's serviceName is a Service");
+    assert_eq!(headless["spec"]["clusterIP"], "None");
+    for s in services {
+        let name = s["metadata"]["name"].as_str().unwrap();
+        selects_pods(&s["spec"]["selector"], name);
+        for p in s["spec"]["ports"].as_array().unwrap() {
+            assert!(
+                ports.contains_key(p["targetPort"].as_str().unwrap()),
+                "{name}: targetPort"
+            );
+        }
+    }
+    let target_ports = |name: &str| -> Vec<String> {
+        let s = services
+            .iter()
+            .find(|s| s["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("Service {name}"));
+        s["spec"]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["targetPort"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(target_ports("toolcalls-metrics"), ["http"]);
+    assert_eq!(target_ports("toolcalls-api"), ["api"]);
+    selects_pods(
+        &one("PodDisruptionBudget")["spec"]["selector"]["matchLabels"],
+        "the PodDisruptionBudget",
+    );
+    let pm = one("PodMonitor");
+    selects_pods(&pm["spec"]["selector"]["matchLabels"], "the PodMonitor");
+    let endpoint = &pm["spec"]["podMetricsEndpoints"][0];
+    assert!(ports.contains_key(endpoint["port"].as_str().unwrap()));
+    assert_eq!(endpoint["path"], "/metrics");
+    // The job label the alerts select: the value of the pod label named by jobLabel.
+    let job_label = pm["spec"]["jobLabel"].as_str().unwrap();
+    assert_eq!(pod["metadata"]["labels"][job_label], "toolcalls");
+    assert_eq!(
+        pod["spec"]["serviceAccountName"],
+        one("ServiceAccount")["metadata"]["name"]
+    );
+}
