@@ -6,6 +6,11 @@
 //! they are written as JSON lines, one v1 event per line, in file order. A malformed line is
 //! reported on stderr with its file and line and the rest of the file is still read (`--strict`
 //! stops instead). A summary per file goes to stderr at the end.
+//!
+//! Publishing first checks that the brokers answer and both input topics exist (a topic that
+//! does not is refused at once, never created), and gives up on brokers that do not answer, and
+//! on events not delivered, after `--delivery-timeout`; meanwhile it says on stderr which brokers
+//! it cannot reach and why, at once and every 10 s, even with `-q`.
 
 use anyhow::{bail, Context};
 use std::collections::BTreeMap;
@@ -16,7 +21,7 @@ use std::time::{Duration, Instant};
 use toolcalls_adapters::{parse, partition_key, Format, Options, Parsed};
 use toolcalls_model::{Event, EventKind, Timestamp};
 use toolcalls_processor::config;
-use toolcalls_settings::ConfigFile;
+use toolcalls_settings::{ConfigFile, Dur};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -65,9 +70,20 @@ struct Opts {
     /// Stop at the first malformed line (exit code 2) instead of reporting it and going on
     #[arg(long, env = "TOOLCALLS_STRICT")]
     strict: bool,
-    /// Print no summary on stderr
+    /// Print no summary, progress or delivery count on stderr; problems (malformed lines,
+    /// brokers out of reach, errors) are still reported
     #[arg(long, short = 'q', env = "TOOLCALLS_QUIET")]
     quiet: bool,
+    /// Give up on an event not delivered within this long, and on brokers that do not answer
+    /// (exit code 2, saying what to check); while they do not, say so every 10 s
+    #[arg(
+        long,
+        env = "TOOLCALLS_DELIVERY_TIMEOUT",
+        value_name = "DURATION",
+        default_value_t = Dur(Duration::from_secs(30)),
+        help_heading = "Kafka (without --out)"
+    )]
+    delivery_timeout: Dur,
 }
 
 /// Where the events go without `--out`: the processor's cluster and input topics, with the
@@ -148,16 +164,21 @@ pub struct FileSummary {
 }
 
 /// Publishes to the input topics, keyed by session.
-pub struct KafkaSink(toolcalls_producer::Publisher);
+pub struct KafkaSink {
+    publisher: toolcalls_producer::Publisher,
+    quiet: bool,
+}
 
 impl Sink for KafkaSink {
     fn send(&mut self, _key: &[u8], event: &Event, payload: &[u8]) -> anyhow::Result<()> {
-        Ok(self.0.send(event, payload)?)
+        Ok(self.publisher.send(event, payload)?)
     }
 
     fn finish(&mut self) -> anyhow::Result<()> {
-        let delivered = self.0.finish()?;
-        eprintln!("toolcalls ingest: {delivered} events delivered to Kafka");
+        let delivered = self.publisher.finish()?;
+        if !self.quiet {
+            eprintln!("toolcalls ingest: {delivered} events delivered to Kafka");
+        }
         Ok(())
     }
 }
@@ -169,18 +190,29 @@ pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
             kafka,
             topics,
         } = &args.publish;
-        let publisher = toolcalls_producer::Publisher::new(toolcalls_producer::PublishSettings {
-            brokers: brokers.clone(),
-            announce_topic: topics.announce.clone(),
-            completion_topic: topics.completion.clone(),
-            kafka: file
-                .pairs("kafka")
-                .into_iter()
-                .chain(kafka.clone())
-                .collect(),
-            flush_timeout: Duration::from_secs(60),
-        })?;
-        let mut sink = KafkaSink(publisher);
+        // Brokers out of reach are said at once and every 10 s, quiet or not.
+        let watch = toolcalls_producer::BrokerWatch::new(brokers, |notice| {
+            eprintln!("toolcalls ingest: {notice}");
+        });
+        let publisher = toolcalls_producer::Publisher::with_watch(
+            toolcalls_producer::PublishSettings {
+                brokers: brokers.clone(),
+                announce_topic: topics.announce.clone(),
+                completion_topic: topics.completion.clone(),
+                kafka: file
+                    .pairs("kafka")
+                    .into_iter()
+                    .chain(kafka.clone())
+                    .collect(),
+                flush_timeout: args.opts.delivery_timeout.0,
+            },
+            std::sync::Arc::new(watch),
+        )?;
+        publisher.check_topics()?;
+        let mut sink = KafkaSink {
+            publisher,
+            quiet: args.opts.quiet,
+        };
         let summaries = run(&args, &mut sink)?;
         if !args.opts.quiet {
             print_summary(&summaries);

@@ -15,8 +15,10 @@ use std::time::{Duration, Instant};
 use toolcalls_adapters::Format;
 use toolcalls_core::{Correlator, Effects, FinishMode, Outcome, Position};
 use toolcalls_model::record::{FileEvents, FileLines, Origin};
+use toolcalls_model::redact::Redaction;
 use toolcalls_model::{Event, Phase, Strategy, Timestamp, ToolCallRecord};
 use toolcalls_processor::core_settings::CoreArgs;
+use toolcalls_processor::redact_settings::RedactArgs;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -27,6 +29,8 @@ pub struct Args {
     opts: Opts,
     #[command(flatten, next_help_heading = "Correlation rules")]
     core: CoreArgs,
+    #[command(flatten, next_help_heading = "Redaction")]
+    redact: RedactArgs,
 }
 
 /// `[local]` in the config file.
@@ -104,6 +108,7 @@ struct Summary {
 
 pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     let config = args.core.resolve().map_err(anyhow::Error::msg)?;
+    let redaction = args.redact.resolve().map_err(anyhow::Error::msg)?;
     let Opts {
         format,
         drop_ids,
@@ -160,7 +165,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
                 account(&names[usize::from(topic)], line, outcome, summary, strict)?;
             }
             account_released(&mut effects, summary, &names, strict)?;
-            write_records(&mut sink, &mut effects, summary, &namer)?;
+            write_records(&mut sink, &mut effects, summary, &namer, &redaction)?;
             progress.tick(summary.events);
             Ok(())
         };
@@ -250,7 +255,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         }
         FinishMode::Keep => summary.still_pending = correlator.pending_len() as u64,
     }
-    write_records(&mut sink, &mut effects, &mut summary, &namer)?;
+    write_records(&mut sink, &mut effects, &mut summary, &namer, &redaction)?;
     sink.flush().context("cannot write the records")?;
     progress.done();
     if !quiet {
@@ -333,9 +338,11 @@ fn write_records(
     effects: &mut Effects,
     summary: &mut Summary,
     names: &InputNames<'_>,
+    redaction: &Redaction,
 ) -> anyhow::Result<()> {
     for mut record in effects.records.drain(..) {
         names.name(&mut record);
+        redaction.apply(&mut record);
         *summary.phases.entry(record.status.phase).or_default() += 1;
         *summary
             .strategies

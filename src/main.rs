@@ -28,7 +28,8 @@ struct Cli {
 enum Command {
     /// Run the processor: a Kafka consumer group that turns announce and completion topics into
     /// ToolCall records, exactly once (see docs/OPERATIONS.md).
-    Run(run::Args),
+    // Boxed: the processor's options are several times the size of any other command's.
+    Run(Box<run::Args>),
     /// Correlate v1 events (or a native format) from files or stdin into ToolCall records, no
     /// broker: the embedded mode.
     Local(local::Args),
@@ -48,7 +49,7 @@ fn main() -> ExitCode {
     // Flags, then environment variables, then the `--config` file, then defaults.
     let (cli, file) = toolcalls_settings::parse::<Cli>();
     let result = match cli.command {
-        Command::Run(args) => run::main(args, &file),
+        Command::Run(args) => run::main(*args, &file),
         Command::Local(args) => local::main(args),
         Command::Ingest(args) => ingest::main(args, &file),
         Command::Topics(args) => topics::main(args, &file),

@@ -25,6 +25,10 @@ pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
         .thread_name("toolcalls")
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(toolcalls_processor::run(settings))?;
+    let result = runtime.block_on(toolcalls_processor::run(settings));
+    // A blocking call still under way (a metadata request to brokers that do not answer, while
+    // the processor was waiting for them) must not hold the exit up.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    result?;
     Ok(ExitCode::SUCCESS)
 }

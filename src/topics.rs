@@ -7,8 +7,12 @@
 
 use anyhow::Context;
 use std::process::ExitCode;
-use toolcalls_processor::{TopicOutcome, TopicPlan};
-use toolcalls_settings::ConfigFile;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use toolcalls_processor::config::{Topics, DEFAULT_BROKERS};
+use toolcalls_processor::{Settings, TopicOutcome, TopicPlan};
+use toolcalls_producer::BrokerWatch;
+use toolcalls_settings::{parse_key_value, ConfigFile};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -30,13 +34,71 @@ enum Command {
         #[arg(long, env = "TOOLCALLS_REPLICATION", default_value_t = 1)]
         replication: i32,
         #[command(flatten)]
-        run: toolcalls_processor::RunArgs,
+        cluster: Cluster,
     },
     /// Check that the topics exist and are co-partitioned, as `toolcalls run` does at startup.
     Check {
         #[command(flatten)]
-        run: toolcalls_processor::RunArgs,
+        cluster: Cluster,
     },
+}
+
+/// What `toolcalls topics` needs of the processor's settings — the cluster, the group (which
+/// names the changelog) and the topic names — under the same flags, variables and config-file
+/// keys as `toolcalls run`.
+#[derive(Debug, clap::Args)]
+struct Cluster {
+    /// Kafka bootstrap servers
+    #[arg(long, env = "TOOLCALLS_BROKERS", value_name = "HOSTS", default_value = DEFAULT_BROKERS)]
+    brokers: String,
+    /// The processor's consumer group: the changelog topic is `<group>-changelog` unless
+    /// --changelog-topic names it
+    #[arg(long, env = "TOOLCALLS_GROUP", default_value_t = Settings::default().group)]
+    group: String,
+    /// librdkafka property for the admin and metadata clients (TLS, SASL), repeatable:
+    /// `--kafka security.protocol=SSL`; the variable takes a comma-separated list; the flags (or
+    /// else the variable) go after the file's `[kafka]` table
+    #[arg(long = "kafka", env = "TOOLCALLS_KAFKA", value_name = "KEY=VALUE", value_parser = parse_key_value, value_delimiter = ',')]
+    kafka: Vec<(String, String)>,
+    /// How long to wait for the brokers to answer (saying every 10 s why they do not), and for
+    /// each request, in milliseconds
+    #[arg(long, env = "TOOLCALLS_KAFKA_TIMEOUT_MS", value_name = "MS", default_value_t = Settings::default().kafka_timeout_ms)]
+    kafka_timeout_ms: u64,
+    #[command(flatten, next_help_heading = "Topics")]
+    topics: Topics,
+}
+
+impl Cluster {
+    /// The processor's settings these make, the file's `[kafka]` table before the `--kafka`
+    /// values; checked.
+    fn into_settings(self, file: &ConfigFile) -> anyhow::Result<Settings> {
+        let settings = Settings {
+            brokers: self.brokers,
+            group: self.group,
+            kafka: file.pairs("kafka").into_iter().chain(self.kafka).collect(),
+            kafka_timeout_ms: self.kafka_timeout_ms,
+            topics: self.topics,
+            ..Settings::default()
+        };
+        settings.validate().context("reading the settings")?;
+        Ok(settings)
+    }
+}
+
+/// Waits for the brokers, at most `--kafka-timeout-ms`, saying on stderr (at once, then every
+/// 10 s) what keeps them out of reach.
+fn reach(settings: &Settings) -> anyhow::Result<()> {
+    let watch = Arc::new(BrokerWatch::new(&settings.brokers, |notice| {
+        eprintln!("toolcalls topics: {notice}");
+    }));
+    let timeout = Duration::from_millis(settings.kafka_timeout_ms);
+    toolcalls_processor::wait_for_brokers(settings, &watch, Some(Instant::now() + timeout))
+        .with_context(|| {
+            format!(
+                "waiting for the Kafka brokers for at most --kafka-timeout-ms ({} ms)",
+                settings.kafka_timeout_ms
+            )
+        })
 }
 
 pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
@@ -49,9 +111,10 @@ pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
             partitions,
             output_partitions,
             replication,
-            run,
+            cluster,
         } => {
-            let settings = run.into_settings(file).context("reading the settings")?;
+            let settings = cluster.into_settings(file)?;
+            reach(&settings)?;
             let plan = TopicPlan {
                 partitions,
                 output_partitions,
@@ -67,8 +130,9 @@ pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
             let partitions = toolcalls_processor::topics::check_topics(&settings)?;
             println!("ok: input topics co-partitioned with {partitions} partitions");
         }
-        Command::Check { run } => {
-            let settings = run.into_settings(file).context("reading the settings")?;
+        Command::Check { cluster } => {
+            let settings = cluster.into_settings(file)?;
+            reach(&settings)?;
             let partitions = toolcalls_processor::topics::check_topics(&settings)?;
             println!("ok: input topics co-partitioned with {partitions} partitions");
         }

@@ -363,3 +363,79 @@ fn a_mixed_workload_gives_the_ground_truth() {
         }
     }
 }
+
+/// Secrets in a real transcript's arguments appear in no output once redaction rules name them;
+/// the checksum stays the one of the original arguments, and the record says what was redacted.
+#[test]
+fn redaction_keeps_secrets_out_of_every_output() {
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/fixtures/claude-code/spotter-tool-heavy.jsonl");
+    let Ok(text) = std::fs::read_to_string(&fixture) else {
+        println!(
+            "skipped: {} is missing (the shared fixtures live beside the project)",
+            fixture.display()
+        );
+        return;
+    };
+    let (by_pointer, by_pattern) = ("hunter2-but-longer", "tok-0123456789abcdef");
+    // The first tool call's arguments get both secrets.
+    let needle = "\"type\":\"tool_use\"";
+    let at = text.find(needle).expect("a tool call in the fixture");
+    let input = at + text[at..].find("\"input\":{").expect("its arguments") + "\"input\":{".len();
+    let injected = format!(
+        "{}\"api_key\":\"{by_pointer}\",\"note\":\"use {by_pattern} here\",{}",
+        &text[..input],
+        &text[input..]
+    );
+    let dir = scratch_dir("redact");
+    let file = dir.join("session.jsonl");
+    std::fs::write(&file, injected).unwrap();
+    let file = file.to_str().unwrap();
+
+    let plain = toolcalls(&["local", "--format", "claude-code", file], None);
+    assert!(plain.status.success());
+    let plain_out = String::from_utf8_lossy(&plain.stdout);
+    assert!(
+        plain_out.contains(by_pointer) && plain_out.contains(by_pattern),
+        "without rules the secrets are in the records"
+    );
+
+    let redacted = toolcalls(
+        &[
+            "local",
+            "--format",
+            "claude-code",
+            file,
+            "--redact-pointer",
+            "/api_key",
+            "--redact-pattern",
+            "tok-[0-9a-f]{16}",
+        ],
+        None,
+    );
+    assert!(
+        redacted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&redacted.stderr)
+    );
+    for output in [&redacted.stdout, &redacted.stderr] {
+        let output = String::from_utf8_lossy(output);
+        assert!(!output.contains(by_pointer), "{output}");
+        assert!(!output.contains(by_pattern), "{output}");
+    }
+    let (before, after) = (records(&plain), records(&redacted));
+    assert_eq!(before.len(), after.len());
+    let changed: Vec<_> = after.iter().filter(|r| !r.redacted.is_empty()).collect();
+    assert_eq!(changed.len(), 1, "one record held the secrets");
+    let r = changed[0];
+    assert_eq!(r.redacted, ["spec.input/api_key", "spec.input"]);
+    let original = before
+        .iter()
+        .find(|b| b.metadata.name == r.metadata.name)
+        .expect("the same record without rules");
+    assert_eq!(
+        r.checksum, original.checksum,
+        "the checksum is the original arguments'"
+    );
+    assert!(r.checksum.is_some());
+}

@@ -59,20 +59,39 @@ async fn the_query_api_needs_its_token_and_lives_apart_from_metrics() {
         "two calls pending: {body}"
     );
 
-    let (without, wrong, on_ops, metrics_on_api, metrics) = tokio::task::spawn_blocking({
-        let pending = pending.clone();
-        move || {
-            (
-                curl(&pending, &[]),
-                curl(&pending, &["-H", "Authorization: Bearer not-the-token"]),
-                curl(&format!("http://{ops}/v1/sessions/x/pending"), &[]),
-                curl(&format!("http://{api}/metrics"), &["-H", &bearer]),
-                curl(&format!("http://{ops}/metrics"), &[]),
-            )
-        }
-    })
-    .await
-    .unwrap();
+    let (by_call, no_source, (without, wrong, on_ops, metrics_on_api, metrics)) =
+        tokio::task::spawn_blocking({
+            let pending = pending.clone();
+            let session = session.clone();
+            move || {
+                let call = format!("http://{api}/v1/sessions/{session}/calls/call-1");
+                (
+                    curl(&format!("{call}?source=synth"), &["-H", &bearer]),
+                    curl(&call, &["-H", &bearer]),
+                    (
+                        curl(&pending, &[]),
+                        curl(&pending, &["-H", "Authorization: Bearer not-the-token"]),
+                        curl(&format!("http://{ops}/v1/sessions/x/pending"), &[]),
+                        curl(&format!("http://{api}/metrics"), &["-H", &bearer]),
+                        curl(&format!("http://{ops}/metrics"), &[]),
+                    ),
+                )
+            }
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        by_call.0, 200,
+        "a call by its source, session and call id: {}",
+        by_call.1
+    );
+    assert!(
+        by_call.1.contains("\"streamId\":\"call-1\""),
+        "{}",
+        by_call.1
+    );
+    assert_eq!(no_source.0, 400, "{}", no_source.1);
+    assert!(no_source.1.contains("source"), "{}", no_source.1);
     assert_eq!(without.0, 401, "no token: {}", without.1);
     assert!(without.1.contains("--api-token"), "{}", without.1);
     assert!(!without.1.contains(&session), "{}", without.1);
@@ -85,4 +104,70 @@ async fn the_query_api_needs_its_token_and_lives_apart_from_metrics() {
     assert_eq!(metrics_on_api.0, 404, "the query API serves no metrics");
     assert_eq!(metrics.0, 200);
     running.stop().await.expect("clean stop");
+}
+
+/// A secret in a call's arguments and result reaches neither the records topic, nor the query
+/// API, nor the logs, once redaction rules name it; the checksum is the original's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redaction_keeps_secrets_out_of_records_queries_and_logs() {
+    let mut s = settings("redact");
+    s.redact.pointers = vec!["/password".into()];
+    s.redact.patterns = vec!["sk-live-[A-Za-z0-9]+".into()];
+    create_topics(&s, 2).await;
+    let (password, key) = ("pw-0f9e8d7c6b5a", "sk-live-4242abcdXYZ");
+    let line = |kind: &str, call: &str, extra: &str| {
+        format!(
+            r#"{{"v":1,"kind":"{kind}","source":"app","session":"redact-s","callId":"{call}","time":"2026-01-01T00:00:0{}Z",{extra}}}"#,
+            if kind == "announce" { 0 } else { 1 }
+        )
+    };
+    let args = format!(r#""tool":"http","args":{{"password":"{password}","cmd":"curl -H {key}"}}"#);
+    let events: Vec<toolcalls_model::Event> = [
+        line("announce", "c1", &args),
+        line(
+            "completion",
+            "c1",
+            &format!(r#""result":"sent with {key}""#),
+        ),
+        line("announce", "c2", &args),
+    ]
+    .iter()
+    .map(|l| toolcalls_model::Event::decode(l.as_bytes()).unwrap())
+    .collect();
+    let checksum =
+        toolcalls_core::replay(&s.core, events.clone(), toolcalls_core::FinishMode::Keep).records
+            [0]
+        .checksum
+        .clone();
+    produce_events(&s, &events);
+    let proc = Proc::spawn(&s, "i0", None);
+    let records = read_at_least(&s.topics.records, 1).await;
+    let record = String::from_utf8_lossy(records[0].payload.as_deref().unwrap()).into_owned();
+    let api = {
+        let log = proc.log.clone();
+        let mut found = None;
+        wait_until_async("the query API's address", || {
+            found = crate::cluster::logged_api_addr(&log);
+            std::future::ready(found.is_some())
+        })
+        .await;
+        found.unwrap()
+    };
+    wait_pending("the second call pending", api, "redact-s", 1).await;
+    let (_, pending) = http_get(api, "/v1/sessions/redact-s/pending").await;
+    let logs = proc.log.lock().unwrap().join("\n");
+    for (what, text) in [("record", &record), ("query", &pending), ("logs", &logs)] {
+        assert!(!text.contains(password), "{what}: {text}");
+        assert!(!text.contains(key), "{what}: {text}");
+    }
+    let parsed: toolcalls_model::ToolCallRecord = serde_json::from_str(&record).unwrap();
+    assert_eq!(
+        parsed.checksum, checksum,
+        "the checksum is the original arguments'"
+    );
+    assert_eq!(
+        parsed.redacted,
+        ["spec.input/password", "spec.input", "status.output"]
+    );
+    assert!(pending.contains("\"redacted\""), "{pending}");
 }

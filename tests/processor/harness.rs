@@ -461,6 +461,12 @@ impl Proc {
         for (k, v) in &s.kafka {
             cmd.arg("--kafka").arg(format!("{k}={v}"));
         }
+        for p in &s.redact.pointers {
+            cmd.arg("--redact-pointer").arg(p);
+        }
+        for p in &s.redact.patterns {
+            cmd.arg("--redact-pattern").arg(p);
+        }
         if let Some(fp) = failpoint {
             cmd.env("TOOLCALLS_FAILPOINT", fp);
         }

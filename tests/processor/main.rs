@@ -17,6 +17,7 @@ mod harness;
 mod ingest;
 mod kill;
 mod ledger;
+mod operate;
 mod poison;
 mod prom;
 mod restart;

@@ -23,6 +23,7 @@ pub mod json;
 mod jsstring;
 mod jstext;
 pub mod record;
+pub mod redact;
 pub mod time;
 
 pub use checksum::{checksum_of, checksum_of_json, Checksum, ChecksumError};

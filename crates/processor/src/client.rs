@@ -2,15 +2,21 @@
 //! to metrics and its delivery reports to counters.
 
 use crate::config::{Guarantee, Settings};
+use crate::error::Error;
 use crate::metrics::Metrics;
+use crate::telemetry::broker::ProducerFenced;
 use crate::telemetry::output::DeliveryFailed;
 use rdkafka::client::ClientContext;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::message::DeliveryResult;
 use rdkafka::producer::ProducerContext;
-use std::sync::atomic::{AtomicU64, Ordering};
+use rdkafka::types::RDKafkaErrorCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use toolcalls_producer::{BrokerWatch, Trouble};
 
 /// A client named `toolcalls-<instance>-<role>` of the brokers, logging warnings and worse.
 fn named(settings: &Settings, role: &str) -> ClientConfig {
@@ -138,8 +144,14 @@ fn is_consumer_only(k: &str) -> bool {
     )
 }
 
-/// Routes librdkafka logs to tracing.
+/// Routes librdkafka logs to tracing. A broker connection that fails (facility `FAIL`) is also
+/// reported through the error callback, which the [`BrokerWatch`] says at its own rate: its log
+/// line is only a debug line.
 pub(crate) fn log_to_tracing(level: RDKafkaLogLevel, fac: &str, message: &str) {
+    if fac == "FAIL" {
+        tracing::debug!(target: "librdkafka", facility = fac, "{message}");
+        return;
+    }
     match level {
         RDKafkaLogLevel::Emerg
         | RDKafkaLogLevel::Alert
@@ -159,20 +171,67 @@ pub(crate) fn log_to_tracing(level: RDKafkaLogLevel, fac: &str, message: &str) {
     }
 }
 
-/// Context of the producer: logs, and counts failed deliveries so a checkpoint can refuse to
-/// commit offsets past lost output (at-least-once; transactions fail on their own).
+/// Whether an error code says a transactional producer was fenced (another producer took its
+/// transactional id, or the broker bumped its epoch).
+pub(crate) fn is_fencing(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::Fenced
+            | RDKafkaErrorCode::ProducerFenced
+            | RDKafkaErrorCode::InvalidProducerEpoch
+    )
+}
+
+/// Context of the producer: logs, tells the broker watch of connectivity errors, says a fenced
+/// producer, and counts failed deliveries so a checkpoint can refuse to commit offsets past lost
+/// output (at-least-once; transactions fail on their own).
 pub(crate) struct ProducerCtx {
     pub metrics: Metrics,
     pub failed: AtomicU64,
     pub last_error: Mutex<Option<String>>,
+    pub watch: Arc<BrokerWatch>,
+    /// The transactional id, when exactly-once.
+    pub transactional_id: Option<String>,
+    /// The fencing was said (it is said once).
+    fenced: AtomicBool,
 }
 
 impl ProducerCtx {
-    pub fn new(metrics: Metrics) -> Self {
+    pub fn new(
+        metrics: Metrics,
+        watch: Arc<BrokerWatch>,
+        transactional_id: Option<String>,
+    ) -> Self {
         ProducerCtx {
             metrics,
             failed: AtomicU64::new(0),
             last_error: Mutex::new(None),
+            watch,
+            transactional_id,
+            fenced: AtomicBool::new(false),
+        }
+    }
+
+    /// The producer was fenced (`detail` says how it showed): said and counted once.
+    pub fn fenced(&self, detail: &str) {
+        if self.fenced.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        ProducerFenced {
+            transactional_id: self.transactional_id.as_deref().unwrap_or("-"),
+            detail,
+        }
+        .emit(&self.metrics);
+    }
+
+    /// Says `error` if it shows the producer fenced.
+    pub fn check_fenced(&self, error: &KafkaError) {
+        let fenced = match error {
+            KafkaError::Transaction(e) => is_fencing(e.code()),
+            other => other.rdkafka_error_code().is_some_and(is_fencing),
+        };
+        if fenced {
+            self.fenced(&error.to_string());
         }
     }
 
@@ -199,6 +258,18 @@ impl ClientContext for ProducerCtx {
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
+        if self.watch.client_error(&error, reason) {
+            return;
+        }
+        // A fatal error of a transactional producer is most often its fencing; librdkafka names
+        // it in the reason ("… fenced …", "… epoch …").
+        let lower = reason.to_ascii_lowercase();
+        if error.rdkafka_error_code() == Some(RDKafkaErrorCode::Fatal)
+            && (lower.contains("fenced") || lower.contains("epoch"))
+        {
+            self.fenced(reason);
+            return;
+        }
         tracing::warn!(error = %error, reason, "producer error");
     }
 }
@@ -218,6 +289,7 @@ impl ProducerContext for ProducerCtx {
             ) {
                 return;
             }
+            self.check_fenced(e);
             self.failed.fetch_add(1, Ordering::AcqRel);
             DeliveryFailed.emit(&self.metrics);
             if let Ok(mut last) = self.last_error.lock() {
@@ -229,3 +301,108 @@ impl ProducerContext for ProducerCtx {
 
 /// The producer every partition task and the coordinator share.
 pub(crate) type SharedProducer = Arc<rdkafka::producer::ThreadedProducer<ProducerCtx>>;
+
+/// Context of the start-up probe: connectivity errors go to the watch.
+struct ProbeCtx {
+    watch: Arc<BrokerWatch>,
+}
+
+impl ClientContext for ProbeCtx {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        log_to_tracing(level, fac, message);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        if !self.watch.client_error(&error, reason) {
+            tracing::debug!(error = %error, reason, "kafka error while probing the brokers");
+        }
+    }
+}
+
+impl ConsumerContext for ProbeCtx {}
+
+/// How long one metadata request of [`wait_for_brokers`] waits.
+const PROBE_ATTEMPT: Duration = Duration::from_secs(1);
+/// How long the brokers may stay silent — no answer, no error — before that is said as their
+/// trouble (a dropped SYN takes librdkafka 30 s to report).
+const PROBE_SILENCE: Duration = Duration::from_secs(3);
+
+/// Waits (blocking) until a broker answers a metadata request, telling `watch` what keeps them
+/// out of reach meanwhile (it says so at once and then at its rate). Gives up at `deadline`, with
+/// the trouble and what to check; `None` waits as long as it takes.
+pub fn wait_for_brokers(
+    settings: &Settings,
+    watch: &Arc<BrokerWatch>,
+    deadline: Option<Instant>,
+) -> Result<(), Error> {
+    BrokerProbe::new(settings, watch)?.wait(deadline)
+}
+
+/// A metadata client that asks the brokers until one answers: [`wait_for_brokers`], kept for
+/// repeated waits (one client, so its start-up warnings are said once).
+pub(crate) struct BrokerProbe {
+    client: BaseConsumer<ProbeCtx>,
+    watch: Arc<BrokerWatch>,
+    topic: String,
+    brokers: String,
+    /// When it was made: brokers silent this long past [`PROBE_SILENCE`] are said to be.
+    made: Instant,
+}
+
+impl BrokerProbe {
+    pub fn new(settings: &Settings, watch: &Arc<BrokerWatch>) -> Result<Self, Error> {
+        let client = base_config(settings, "probe")
+            .create_with_context(ProbeCtx {
+                watch: watch.clone(),
+            })
+            .map_err(|e| Error::kafka("creating the metadata client", e))?;
+        Ok(BrokerProbe {
+            client,
+            watch: watch.clone(),
+            topic: settings.topics.announce.clone(),
+            brokers: settings.brokers.clone(),
+            made: Instant::now(),
+        })
+    }
+
+    /// Waits (blocking) until a broker answers, at most until `deadline`.
+    pub fn wait(&self, deadline: Option<Instant>) -> Result<(), Error> {
+        let watch = &self.watch;
+        let start = Instant::now();
+        loop {
+            let answer = self.client.fetch_metadata(Some(&self.topic), PROBE_ATTEMPT);
+            // The error callbacks of what happened meanwhile (a call serves one event).
+            for _ in 0..64 {
+                let _ = self.client.poll(Duration::ZERO);
+            }
+            if answer.is_ok() {
+                watch.reachable();
+                return Ok(());
+            }
+            // A connection error says at once why; without one (no answer at all), the silence
+            // is said once it lasts.
+            if watch.is_reachable()
+                && (watch.last_error().is_some() || self.made.elapsed() >= PROBE_SILENCE)
+            {
+                watch.unanswered(&format!(
+                    "no broker answered within {}s (librdkafka is still trying to connect)",
+                    PROBE_SILENCE.as_secs()
+                ));
+            } else {
+                watch.tick();
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                let (trouble, reason) = watch.trouble().map_or_else(
+                    || (Trouble::Unreachable, "no broker answered".to_owned()),
+                    |(t, r, _)| (t, r),
+                );
+                return Err(Error::Unreachable {
+                    trouble,
+                    brokers: self.brokers.clone(),
+                    reason,
+                    waited: start.elapsed(),
+                });
+            }
+        }
+    }
+}

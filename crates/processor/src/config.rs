@@ -8,6 +8,7 @@
 
 use crate::core_settings::CoreArgs;
 use crate::error::Error;
+use crate::redact_settings::RedactArgs;
 use clap::{Args, ValueEnum};
 use std::net::SocketAddr;
 use toolcalls_settings::{parse_key_value, ConfigFile};
@@ -215,6 +216,10 @@ pub struct Settings {
     /// The correlation rules: [`CoreArgs`] on the command line, set by [`RunArgs::into_settings`].
     #[arg(skip)]
     pub core: toolcalls_core::Config,
+    /// The redaction rules: [`RedactArgs`] on the command line, set by
+    /// [`RunArgs::into_settings`].
+    #[arg(skip)]
+    pub redact: RedactArgs,
 }
 
 /// The declared defaults of every option, whatever the environment says.
@@ -320,6 +325,7 @@ impl Settings {
             }
         }
         self.core.validate().map_err(Error::Config)?;
+        self.redact.resolve().map_err(Error::Config)?;
         for (k, _) in &self.kafka {
             if matches!(
                 k.as_str(),
@@ -342,6 +348,8 @@ pub struct RunArgs {
     pub settings: Settings,
     #[command(flatten, next_help_heading = "Correlation rules")]
     pub core: CoreArgs,
+    #[command(flatten, next_help_heading = "Redaction")]
+    pub redact: RedactArgs,
 }
 
 impl RunArgs {
@@ -350,6 +358,7 @@ impl RunArgs {
     pub fn into_settings(self, file: &ConfigFile) -> Result<Settings, Error> {
         let mut s = self.settings;
         s.core = self.core.resolve().map_err(Error::Config)?;
+        s.redact = self.redact;
         s.kafka = file.pairs("kafka").into_iter().chain(s.kafka).collect();
         s.validate()?;
         Ok(s)

@@ -1,6 +1,7 @@
 //! Runtime errors, each with a [`Disposition`]: what the runtime does about it.
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use toolcalls_producer::Trouble;
 
 /// What to do about an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,17 +23,18 @@ pub enum Error {
     NotCoPartitioned(String),
     #[error("topic `{topic}` does not exist; create it with `toolcalls topics create` (or your own tooling) before starting the processor")]
     MissingTopic { topic: String },
-    #[error("kafka {op} failed: {source}")]
-    Kafka {
-        op: &'static str,
-        #[source]
-        source: KafkaError,
-    },
-    #[error("transaction failed during {op}: {source}")]
-    Transaction {
-        op: &'static str,
-        #[source]
-        source: KafkaError,
+    // librdkafka's error is in the message, not a source: its own source repeats it, and a
+    // chain printed with its sources said it three times.
+    #[error("kafka {op} failed: {error}")]
+    Kafka { op: &'static str, error: KafkaError },
+    #[error("transaction failed during {op}: {error}")]
+    Transaction { op: &'static str, error: KafkaError },
+    #[error("gave up after {}s: {} at {brokers}: {reason}; {}", .waited.as_secs(), .trouble.what(), .trouble.advice())]
+    Unreachable {
+        trouble: Trouble,
+        brokers: String,
+        reason: String,
+        waited: std::time::Duration,
     },
     #[error("{count} produce request(s) failed before the checkpoint (last: {last})")]
     Produce { count: u64, last: String },
@@ -47,16 +49,18 @@ pub enum Error {
 }
 
 impl Error {
-    pub fn kafka(op: &'static str, source: KafkaError) -> Self {
-        Error::Kafka { op, source }
+    pub fn kafka(op: &'static str, error: KafkaError) -> Self {
+        Error::Kafka { op, error }
     }
 
     /// What the runtime does about this error.
     pub fn disposition(&self) -> Disposition {
         match self {
-            Error::Kafka { source, .. } => kafka_disposition(source),
-            Error::Transaction { source, .. } => transaction_disposition(source),
-            Error::Produce { .. } | Error::RestoreTimeout { .. } => Disposition::Retry,
+            Error::Kafka { error, .. } => kafka_disposition(error),
+            Error::Transaction { error, .. } => transaction_disposition(error),
+            Error::Produce { .. } | Error::RestoreTimeout { .. } | Error::Unreachable { .. } => {
+                Disposition::Retry
+            }
             Error::Config(_)
             | Error::NotCoPartitioned(_)
             | Error::MissingTopic { .. }

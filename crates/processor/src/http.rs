@@ -48,6 +48,7 @@ pub(crate) fn api_router(state: Arc<HttpState>, token: Option<String>) -> Router
     let router = Router::new()
         .route("/v1/tool-calls/{id}", get(tool_call))
         .route("/v1/sessions/{session}/pending", get(session_pending))
+        .route("/v1/sessions/{session}/calls/{call_id}", get(session_call))
         .with_state(state);
     match token {
         Some(token) => router.layer(axum::middleware::from_fn_with_state(
@@ -167,6 +168,44 @@ async fn tool_call(State(s): State<Arc<HttpState>>, Path(id): Path<String>) -> R
         None => error(
             StatusCode::NOT_FOUND,
             format!("no pending call {id} on this instance; finished calls are on the records topic, and other instances own other partitions"),
+        ),
+    }
+}
+
+/// Which call: its source (required: ids are unique per source) and, for frameworks with
+/// threads, its thread.
+#[derive(serde::Deserialize)]
+struct CallScope {
+    source: Option<String>,
+    thread: Option<String>,
+}
+
+/// A pending call by the ids the agent knows it by: `(source, session, thread, call id)` is
+/// the record id ([`RecordId::derive`]).
+async fn session_call(
+    State(s): State<Arc<HttpState>>,
+    Path((session, call_id)): Path<(String, String)>,
+    axum::extract::Query(scope): axum::extract::Query<CallScope>,
+) -> Response {
+    let Some(source) = scope.source.filter(|s| !s.is_empty()) else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "name the call's source: ?source=claude-code (call ids are unique per source and session)".into(),
+        );
+    };
+    let thread = scope.thread.map(toolcalls_model::ThreadId::from);
+    let id = RecordId::derive(
+        &toolcalls_model::Source::from(source),
+        &SessionId::from(session),
+        thread.as_ref(),
+        &call_id,
+    );
+    let found: Vec<Option<ToolCallRecord>> = ask_all(&s, |tx| Query::Get(id, tx)).await;
+    match found.into_iter().flatten().next() {
+        Some(record) => Json(record).into_response(),
+        None => error(
+            StatusCode::NOT_FOUND,
+            format!("no pending call {call_id} (record {id}) on this instance; finished calls are on the records topic, and other instances own other partitions"),
         ),
     }
 }

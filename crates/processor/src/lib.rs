@@ -59,10 +59,12 @@ pub mod logging;
 pub mod metrics;
 pub mod output;
 mod partition;
+pub mod redact_settings;
 mod startup;
 mod telemetry;
 pub mod topics;
 
+pub use client::wait_for_brokers;
 pub use config::{Guarantee, LogFormat, RunArgs, Secret, Settings};
 pub use error::{Disposition, Error};
 pub use startup::{run, start, Running};

@@ -2,11 +2,39 @@
 //! registry), named `toolcalls_<subsystem>_<name>_<unit>`. Labels are bounded: topic, partition,
 //! kind, strategy, phase, reason, result — never a session or a call id.
 
+use crate::telemetry::processed::ProcessedTimes;
 use prometheus::core::Collector;
 use prometheus::{
     Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
+use std::sync::Arc;
 use toolcalls_model::{Phase, Strategy};
+
+/// Every `reason` a message can be dead-lettered for: the decoding errors' labels
+/// (`toolcalls_model::DecodeError::reason`), the processor's own checks, a panic, and the
+/// correlator's refusals. Their series of `toolcalls_dlq_messages_total` exist from the start, at
+/// zero, so that a rate over them is 0 rather than no data.
+pub const DEAD_LETTER_REASONS: [&str; 16] = [
+    "empty",
+    "invalid_utf8",
+    "not_json",
+    "too_deep",
+    "too_large",
+    "invalid_field",
+    "unsupported_version",
+    "unknown_kind",
+    "missing_field",
+    "field_not_allowed",
+    "empty_field",
+    "invalid",
+    "far_future",
+    "key_mismatch",
+    "panic",
+    "conflicting_call_id",
+];
+
+/// The `result` labels of `toolcalls_output_transactions_total`.
+pub const TRANSACTION_RESULTS: [&str; 3] = ["committed", "aborted", "fenced"];
 
 /// Every metric of the runtime.
 #[derive(Clone)]
@@ -35,13 +63,15 @@ pub struct Metrics {
     pub chunk_duration: Histogram,
     /// Event time from announce to completion of published records.
     pub call_duration: Histogram,
-    /// Wall clock at publication minus the event time of the record's last event.
+    /// Wall clock when a record is handed to the producer minus the Kafka timestamp of the input
+    /// message that closed it.
     pub end_to_end_latency: Histogram,
     /// Input messages not yet delivered to the processor, per input topic and partition.
     pub consumer_lag_records: IntGaugeVec,
-    /// Wall clock minus the Kafka timestamp of the last message processed, per partition.
+    /// 0 when nothing waits, otherwise the wall clock minus the Kafka timestamp of the last
+    /// message processed, per partition.
     pub consumer_lag_seconds: prometheus::GaugeVec,
-    /// Transactions (or at-least-once checkpoints) by result.
+    /// Transactions (or at-least-once checkpoints) by result; `fenced` counts producers fenced.
     pub transactions: IntCounterVec,
     /// Attempts to abort a transaction that the broker did not confirm in time, and were repeated.
     pub abort_retries: IntCounter,
@@ -55,6 +85,9 @@ pub struct Metrics {
     pub partitions_paused: IntGauge,
     pub ready: IntGauge,
     pub build_info: IntGaugeVec,
+    /// The Kafka timestamp of the last message each partition task processed (not exported:
+    /// the lag in seconds is computed from it).
+    pub(crate) processed: Arc<ProcessedTimes>,
 }
 
 /// Registers `metric` in `r`.
@@ -113,14 +146,14 @@ impl Metrics {
             pending_calls: gauge_vec(r, "toolcalls_state_pending_calls", "Pending calls and waiting results, per partition.", &["partition"]),
             pending_bytes: gauge_vec(r, "toolcalls_state_pending_bytes", "Estimated memory of the pending state, per partition.", &["partition"]),
             held_events: gauge_vec(r, "toolcalls_state_held_events", "Events held in the reorder window (--max-disorder), per partition.", &["partition"]),
-            oldest_pending_age: fgauge_vec(r, "toolcalls_state_oldest_pending_age_seconds", "Stream time minus the creation time of the oldest pending entry, per partition.", &["partition"]),
+            oldest_pending_age: fgauge_vec(r, "toolcalls_state_oldest_pending_age_seconds", "Wall-clock time the oldest pending entry has waited since the processor read the event that opened it (since the restore, for entries restored from the changelog), per partition.", &["partition"]),
             evictions: counter(r, "toolcalls_state_evictions_total", "Pending entries closed as Evicted by the state cap."),
             chunk_duration: histogram(r, "toolcalls_processing_batch_duration_seconds", "Time to decode, correlate and publish one chunk (at most 128) of input messages.", latency.clone()),
             call_duration: histogram(r, "toolcalls_call_duration_seconds", "Announce to completion, in event time, of published records.", prometheus::exponential_buckets(0.01, 4.0, 12).expect("valid buckets")),
-            end_to_end_latency: histogram(r, "toolcalls_output_end_to_end_latency_seconds", "Wall clock at publication minus the event time of the record's last event.", prometheus::exponential_buckets(0.01, 4.0, 12).expect("valid buckets")),
+            end_to_end_latency: histogram(r, "toolcalls_output_end_to_end_latency_seconds", "Wall clock when a record is handed to the producer minus the Kafka timestamp of the input message that closed it (records closed by a timeout are not counted).", prometheus::exponential_buckets(0.01, 4.0, 12).expect("valid buckets")),
             consumer_lag_records: gauge_vec(r, "toolcalls_consumer_lag_records", "Input messages not yet delivered to the processor (last stable offset minus position, from librdkafka statistics), per input topic and partition.", &["topic", "partition"]),
-            consumer_lag_seconds: fgauge_vec(r, "toolcalls_consumer_lag_seconds", "Wall clock minus the Kafka timestamp of the last processed message, per partition.", &["partition"]),
-            transactions: counter_vec(r, "toolcalls_output_transactions_total", "Batches committed or aborted (at-least-once checkpoints included).", &["result"]),
+            consumer_lag_seconds: fgauge_vec(r, "toolcalls_consumer_lag_seconds", "How far behind the input a partition is: 0 when nothing waits, otherwise the wall clock minus the Kafka timestamp of the last message processed, per partition.", &["partition"]),
+            transactions: counter_vec(r, "toolcalls_output_transactions_total", "Batches committed or aborted (at-least-once checkpoints included), and producers fenced.", &["result"]),
             abort_retries: counter(r, "toolcalls_output_abort_retries_total", "Aborts of a transaction that the broker did not confirm in time and were tried again."),
             commit_duration: histogram(r, "toolcalls_output_commit_duration_seconds", "Time to commit one batch.", latency.clone()),
             rebalances: counter_vec(r, "toolcalls_group_rebalances_total", "Rebalance events, by kind (assign, revoke, lost).", &["kind"]),
@@ -131,6 +164,7 @@ impl Metrics {
             partitions_paused: gauge(r, "toolcalls_consumer_partitions_paused", "Partitions whose input is held back by back-pressure."),
             ready: gauge(r, "toolcalls_ready", "1 when every assigned partition is restored and processing."),
             build_info: gauge_vec(r, "toolcalls_build_info", "Build information (always 1).", &["version"]),
+            processed: Arc::default(),
         };
         m.build_info
             .with_label_values(&[env!("CARGO_PKG_VERSION")])
@@ -142,8 +176,11 @@ impl Metrics {
         for s in Strategy::ALL {
             m.matches.with_label_values(&[s.as_str()]);
         }
-        for r in ["committed", "aborted"] {
+        for r in TRANSACTION_RESULTS {
             m.transactions.with_label_values(&[r]);
+        }
+        for r in DEAD_LETTER_REASONS {
+            m.dead_letters.with_label_values(&[r]);
         }
         for k in ["assign", "revoke", "lost"] {
             m.rebalances.with_label_values(&[k]);
@@ -195,5 +232,66 @@ mod tests {
             .gather()
             .iter()
             .all(|f| !f.name().starts_with("toolcalls_")));
+    }
+
+    /// Every known dead-letter reason has its series from the start, at zero: an alert or a
+    /// panel over `rate(toolcalls_dlq_messages_total[5m])` has data before the first dead letter.
+    #[test]
+    fn dead_letter_and_transaction_series_exist_before_the_first_of_them() {
+        let registry = Registry::new();
+        let _m = Metrics::new(&registry);
+        for reason in DEAD_LETTER_REASONS {
+            let series: Vec<_> = registry
+                .gather()
+                .into_iter()
+                .filter(|f| f.name() == "toolcalls_dlq_messages_total")
+                .flat_map(|f| f.get_metric().to_vec())
+                .filter(|m| m.get_label().iter().any(|l| l.value() == reason))
+                .collect();
+            assert_eq!(series.len(), 1, "{reason}");
+            assert_eq!(series[0].get_counter().get_value(), 0.0);
+        }
+        for result in TRANSACTION_RESULTS {
+            assert_eq!(
+                sum(
+                    &registry,
+                    "toolcalls_output_transactions_total",
+                    &[("result", result)]
+                ),
+                0.0
+            );
+        }
+        let text = {
+            use prometheus::Encoder;
+            let mut buf = Vec::new();
+            prometheus::TextEncoder::new()
+                .encode(&registry.gather(), &mut buf)
+                .unwrap();
+            String::from_utf8(buf).unwrap()
+        };
+        assert!(
+            text.contains("toolcalls_dlq_messages_total{reason=\"key_mismatch\"} 0"),
+            "{text}"
+        );
+        assert!(text.contains("toolcalls_output_transactions_total{result=\"fenced\"} 0"));
+    }
+
+    /// The decoding errors' reasons are among the known ones.
+    #[test]
+    fn decoding_reasons_are_known() {
+        let cases: [&[u8]; 6] = [
+            b"  ",
+            b"[1]",
+            b"{",
+            b"{\"v\":2}",
+            &[b'{', 0xff, b'}'],
+            br#"{"v":1,"kind":"announce","source":"s","session":"x","time":"2026-01-01T00:00:00Z","tool":"t","tol":1}"#,
+        ];
+        for payload in cases {
+            let reason = toolcalls_model::Event::decode(payload)
+                .unwrap_err()
+                .reason();
+            assert!(DEAD_LETTER_REASONS.contains(&reason), "{reason}");
+        }
     }
 }

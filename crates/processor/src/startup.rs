@@ -1,11 +1,12 @@
-//! Start-up: the stages wired together. [`start`] checks the topics, creates the producer and
-//! initializes its transactions, serves HTTP, starts the consumer thread and spawns the
+//! Start-up: the stages wired together. [`start`] serves HTTP, then on a task of its own waits
+//! for the brokers and the topics (saying what is missing, not ready meanwhile), creates the
+//! producer and initializes its transactions, starts the consumer thread and runs the
 //! coordinator; [`run`] is `start` until SIGTERM or SIGINT.
 
-use crate::client::{consumer_config, producer_config, ProducerCtx, SharedProducer};
+use crate::client::{consumer_config, producer_config, BrokerProbe, ProducerCtx, SharedProducer};
 use crate::config::{Guarantee, Settings};
 use crate::coordinator::{transaction, Coordinator, Partitions, Transactions};
-use crate::error::Error;
+use crate::error::{Disposition, Error};
 use crate::failpoint::Failpoints;
 use crate::http::{api_router, ops_router, HttpState};
 use crate::input::batch::BatchPool;
@@ -14,6 +15,7 @@ use crate::input::group::{ConsumerCtx, GroupConsumer, GroupEvent};
 use crate::metrics::Metrics;
 use crate::output::Topics;
 use crate::partition::{Limits, PoisonRegistry, TaskEnv};
+use crate::telemetry::broker::{broker_watch, TopicsChecked, TopicsWaiting, TOPICS_RECHECK};
 use crate::topics::{check_topics, MAX_OUTPUT_MESSAGE_BYTES};
 use dashmap::DashMap;
 use prometheus::Registry;
@@ -25,6 +27,7 @@ use std::sync::{mpsc as std_mpsc, Arc};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
+use toolcalls_producer::BrokerWatch;
 
 /// A started processor.
 pub struct Running {
@@ -101,24 +104,75 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Starts the processor: checks the topics, initializes transactions, serves HTTP, joins the group.
+/// Starts the processor: serves HTTP (metrics and health at once, readiness false), then — on a
+/// task of its own, so that a broker that cannot be reached or topics that are missing cost a
+/// wait, said in the log, rather than the process — waits for the brokers and the topics,
+/// initializes transactions, joins the group and runs the batch cycle. Errors of that task end
+/// [`Running::wait`].
 pub async fn start(settings: Settings, registry: Registry) -> Result<Running, Error> {
     settings.validate()?;
     let settings = Arc::new(settings);
-    let s = settings.clone();
-    let partitions = tokio::task::spawn_blocking(move || check_topics(&s))
-        .await
-        .map_err(|e| Error::Stopped(e.to_string()))??;
-    tracing::info!(partitions, group = %settings.group, guarantee = ?settings.guarantee, "topics checked");
-
     let metrics = Metrics::new(&registry);
-    let failpoints = Arc::new(Failpoints::parse(settings.failpoint.as_deref()));
-    let producer = start_producer(&settings, &metrics).await?;
+    let watch = broker_watch(&settings.brokers);
     let (http, http_addr, api_addr, http_stop) = serve_http(&settings, &registry).await?;
+    let (shutdown_tx, shutdown_rx) = oneshot::channel();
+    let join = tokio::spawn(async move {
+        let result = boot_and_run(settings, metrics, watch, http.clone(), shutdown_rx).await;
+        http.alive.store(false, Ordering::Release);
+        http.ready.store(false, Ordering::Release);
+        let _ = http_stop.send(());
+        if let Err(e) = &result {
+            tracing::error!(error = %e, "processor stopped with an error");
+        }
+        result
+    });
+    Ok(Running {
+        http_addr,
+        api_addr,
+        registry,
+        shutdown: Some(shutdown_tx),
+        join,
+    })
+}
+
+/// Waits for the brokers and the topics, starts the stages and runs the coordinator until it
+/// stops; a shutdown while waiting ends it at once.
+async fn boot_and_run(
+    settings: Arc<Settings>,
+    metrics: Metrics,
+    watch: Arc<BrokerWatch>,
+    http: Arc<HttpState>,
+    mut shutdown: oneshot::Receiver<()>,
+) -> Result<(), Error> {
+    let partitions = tokio::select! {
+        r = wait_for_topics(&settings, &watch) => r?,
+        _ = &mut shutdown => {
+            watch.mute();
+            tracing::info!("shut down before the topics could be checked");
+            return Ok(());
+        }
+    };
+    TopicsChecked {
+        partitions,
+        group: &settings.group,
+        guarantee: settings.guarantee,
+    }
+    .emit();
+
+    let failpoints = Arc::new(Failpoints::parse(settings.failpoint.as_deref()));
+    let producer = tokio::select! {
+        r = start_producer(&settings, &metrics, &watch) => r?,
+        _ = &mut shutdown => {
+            watch.mute();
+            tracing::info!("shut down before transactions were initialized");
+            return Ok(());
+        }
+    };
 
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let batches = Arc::new(BatchPool::default());
-    let (consumer, commands) = start_consumer(&settings, &metrics, events_tx, batches.clone())?;
+    let (consumer, commands) =
+        start_consumer(&settings, &metrics, &watch, events_tx, batches.clone())?;
 
     let env = Arc::new(TaskEnv {
         producer: producer.clone(),
@@ -145,6 +199,7 @@ pub async fn start(settings: Settings, registry: Registry) -> Result<Running, Er
         metrics: metrics.clone(),
         failpoints: failpoints.clone(),
         batches,
+        redaction: settings.redact.resolve().map_err(Error::Config)?,
     });
     let (restored_tx, restored_rx) = mpsc::unbounded_channel();
     let coordinator = Coordinator {
@@ -170,24 +225,47 @@ pub async fn start(settings: Settings, registry: Registry) -> Result<Running, Er
         metrics,
         joined: false,
     };
-    let (shutdown_tx, shutdown_rx) = oneshot::channel();
-    let join = tokio::spawn(async move {
-        let result = coordinator.run(events_rx, restored_rx, shutdown_rx).await;
-        http.alive.store(false, Ordering::Release);
-        http.ready.store(false, Ordering::Release);
-        let _ = http_stop.send(());
-        if let Err(e) = &result {
-            tracing::error!(error = %e, "processor stopped with an error");
+    coordinator.run(events_rx, restored_rx, shutdown).await
+}
+
+/// Waits until the brokers answer and the topics are there and co-partitioned, saying meanwhile
+/// what is missing (the brokers' trouble through the watch, the topics' as errors), each at once
+/// and then every 10 s. Returns the input partition count; errors only on what waiting cannot
+/// mend (the configuration).
+async fn wait_for_topics(settings: &Arc<Settings>, watch: &Arc<BrokerWatch>) -> Result<i32, Error> {
+    // Each look is bounded, so that a broker that goes away between two steps costs seconds.
+    let mut quick = (**settings).clone();
+    quick.kafka_timeout_ms = quick.kafka_timeout_ms.min(5_000);
+    let quick = Arc::new(quick);
+    let mut waiting = TopicsWaiting::default();
+    let probe = Arc::new(BrokerProbe::new(settings, watch)?);
+    loop {
+        // Bounded, so that a shutdown does not leave a thread waiting long.
+        let p = probe.clone();
+        let deadline = std::time::Instant::now() + TOPICS_RECHECK;
+        let reached = tokio::task::spawn_blocking(move || p.wait(Some(deadline)))
+            .await
+            .map_err(|e| Error::Stopped(e.to_string()))?;
+        match reached {
+            Ok(()) => {}
+            // Said by the watch; go on waiting.
+            Err(Error::Unreachable { .. }) => continue,
+            Err(e) => return Err(e),
         }
-        result
-    });
-    Ok(Running {
-        http_addr,
-        api_addr,
-        registry,
-        shutdown: Some(shutdown_tx),
-        join,
-    })
+        let s = quick.clone();
+        let checked = tokio::task::spawn_blocking(move || check_topics(&s))
+            .await
+            .map_err(|e| Error::Stopped(e.to_string()))?;
+        match checked {
+            Ok(partitions) => return Ok(partitions),
+            Err(e @ (Error::MissingTopic { .. } | Error::NotCoPartitioned(_))) => waiting.emit(&e),
+            Err(e @ Error::Kafka { .. }) if e.disposition() == Disposition::Retry => {
+                waiting.emit(&e)
+            }
+            Err(e) => return Err(e),
+        }
+        tokio::time::sleep(TOPICS_RECHECK).await;
+    }
 }
 
 /// The producer of records, dead letters and changelog, its transactions initialized
@@ -195,22 +273,47 @@ pub async fn start(settings: Settings, registry: Registry) -> Result<Running, Er
 async fn start_producer(
     settings: &Arc<Settings>,
     metrics: &Metrics,
+    watch: &Arc<BrokerWatch>,
 ) -> Result<SharedProducer, Error> {
     let mut pc = producer_config(settings);
     pc.set("message.max.bytes", MAX_OUTPUT_MESSAGE_BYTES.to_string());
+    let exactly_once = settings.guarantee == Guarantee::ExactlyOnce;
     let producer: SharedProducer = Arc::new(
         pc.create_with_context::<_, ThreadedProducer<ProducerCtx>>(ProducerCtx::new(
             metrics.clone(),
+            watch.clone(),
+            exactly_once.then(|| settings.transactional_id()),
         ))
         .map_err(|e| Error::kafka("creating the producer", e))?,
     );
-    if settings.guarantee == Guarantee::ExactlyOnce {
-        let p = producer.clone();
+    if exactly_once {
         let timeout = Duration::from_millis(settings.kafka_timeout_ms);
-        tokio::task::spawn_blocking(move || transaction::init(&p, timeout))
-            .await
-            .map_err(|e| Error::Stopped(e.to_string()))??;
-        tracing::info!(transactional_id = %settings.transactional_id(), "transactions initialized");
+        loop {
+            let p = producer.clone();
+            let done = tokio::task::spawn_blocking(move || transaction::init(&p, timeout))
+                .await
+                .map_err(|e| Error::Stopped(e.to_string()))?;
+            match done {
+                Ok(()) => break,
+                // The brokers went away since they answered: the watch says so; try again.
+                Err(e) if e.disposition() == Disposition::Retry => {
+                    tracing::warn!(error = %e, "initializing transactions failed, trying again");
+                    tokio::time::sleep(TOPICS_RECHECK).await;
+                }
+                Err(e) => {
+                    if let Error::Transaction { error, .. } = &e {
+                        rdkafka::producer::Producer::context(&*producer).check_fenced(error);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        // A process killed with this transactional id left its transaction open: the broker
+        // has just aborted it (fenced its producer), so its records never show.
+        tracing::info!(
+            transactional_id = %settings.transactional_id(),
+            "transactions initialized; any transaction an earlier process with this id left open (killed, or fenced now) is aborted"
+        );
     }
     Ok(producer)
 }
@@ -283,6 +386,7 @@ async fn serve(
 fn start_consumer(
     settings: &Settings,
     metrics: &Metrics,
+    watch: &Arc<BrokerWatch>,
     events: mpsc::UnboundedSender<GroupEvent>,
     batches: Arc<BatchPool>,
 ) -> Result<(Arc<GroupConsumer>, std_mpsc::Sender<ConsumerCmd>), Error> {
@@ -291,7 +395,7 @@ fn start_consumer(
         settings.topics.completion.clone(),
     ];
     let ack_timeout = Duration::from_millis(settings.kafka_timeout_ms.saturating_mul(2));
-    let ctx = ConsumerCtx::new(topics, events, metrics.clone(), ack_timeout);
+    let ctx = ConsumerCtx::new(topics, events, metrics.clone(), ack_timeout, watch.clone());
     let wake = ctx.wake.clone();
     let mut consumer: GroupConsumer = consumer_config(settings)
         .create_with_context(ctx)

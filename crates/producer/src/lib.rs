@@ -7,11 +7,21 @@
 //! (`enable.idempotence`), so a retried send is not written twice, and uses the `murmur2_random`
 //! partitioner, the Java client's, unless `--kafka partitioner=…` says otherwise: every producer of
 //! the input topics must use the same one.
+//!
+//! Nothing waits without bound: an event not delivered within the delivery timeout
+//! ([`PublishSettings::flush_timeout`], librdkafka's `message.timeout.ms`) fails, and
+//! [`Publisher::check_topics`] gives up on brokers that do not answer within it. Meanwhile a
+//! [`BrokerWatch`] says which brokers cannot be reached and why, at a modest rate ([`reach`]).
+
+pub mod reach;
+
+pub use reach::{BrokerWatch, Notice, Trouble, REPEAT_EVERY};
 
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
 use rdkafka::message::DeliveryResult;
 use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::types::RDKafkaRespErr;
 use rdkafka::ClientContext;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -54,7 +64,9 @@ pub struct PublishSettings {
     pub completion_topic: String,
     /// librdkafka properties, applied after the defaults (they win).
     pub kafka: Vec<(String, String)>,
-    /// Bound on the final flush.
+    /// The delivery timeout: how long an event may take to be delivered (librdkafka's
+    /// `message.timeout.ms`, unless `kafka` sets it), and how long [`Publisher::check_topics`]
+    /// waits for the brokers.
     pub flush_timeout: Duration,
 }
 
@@ -65,10 +77,34 @@ pub enum PublishError {
     Create(KafkaError),
     #[error("Kafka refused an event ({0})")]
     Send(KafkaError),
-    #[error("{failed} events were not delivered; the first error: {first} — check that the topics exist (`toolcalls topics create`) and the broker is reachable")]
-    Delivery { failed: u64, first: String },
+    #[error("gave up after {waited:?} (the delivery timeout, --delivery-timeout): {}", trouble_words(*trouble, brokers, reason))]
+    Unreachable {
+        trouble: Trouble,
+        brokers: String,
+        reason: String,
+        waited: Duration,
+    },
+    #[error("topic `{topic}` does not exist on the Kafka brokers at {brokers}; check --announce-topic and --completion-topic (`[topics]` in the config file), or create the processor's topics with `toolcalls topics create`")]
+    MissingTopic { topic: String, brokers: String },
+    #[error("topic `{topic}` is not available ({reason}) within the delivery timeout; check the topic on the brokers")]
+    TopicUnavailable { topic: String, reason: String },
+    #[error("{failed} events were not delivered; the first error: {first}{why} — check that the topics exist (`toolcalls topics create`) and the brokers are reachable, then re-run (records are deduplicated by call id)")]
+    Delivery {
+        failed: u64,
+        first: String,
+        /// What the brokers' trouble was, when there was one (`; the Kafka brokers …`).
+        why: String,
+    },
     #[error("events were still in flight after {0:?}; the broker is slow or unreachable — nothing is lost on the broker side, re-run to publish the rest (records are deduplicated by call id)")]
     Flush(Duration),
+}
+
+fn trouble_words(trouble: Trouble, brokers: &str, reason: &str) -> String {
+    format!(
+        "{} at {brokers}: {reason}; {}",
+        trouble.what(),
+        trouble.advice()
+    )
 }
 
 #[derive(Default)]
@@ -78,9 +114,20 @@ struct Deliveries {
     first: Mutex<Option<String>>,
 }
 
-struct Context(Arc<Deliveries>);
+struct Context {
+    deliveries: Arc<Deliveries>,
+    watch: Arc<BrokerWatch>,
+}
 
-impl ClientContext for Context {}
+impl ClientContext for Context {
+    fn error(&self, error: KafkaError, reason: &str) {
+        // Connectivity and authentication errors go to the watch, which says them at its rate;
+        // the rest are rare and said as they come.
+        if !self.watch.client_error(&error, reason) {
+            eprintln!("kafka: {error}: {reason}");
+        }
+    }
+}
 
 impl ProducerContext for Context {
     type DeliveryOpaque = ();
@@ -88,11 +135,16 @@ impl ProducerContext for Context {
     fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
         match result {
             Ok(_) => {
-                self.0.delivered.fetch_add(1, Ordering::Relaxed);
+                self.deliveries.delivered.fetch_add(1, Ordering::Relaxed);
+                self.watch.reachable();
             }
             Err((e, _)) => {
-                self.0.failed.fetch_add(1, Ordering::Relaxed);
-                let mut first = self.0.first.lock().unwrap_or_else(|p| p.into_inner());
+                self.deliveries.failed.fetch_add(1, Ordering::Relaxed);
+                let mut first = self
+                    .deliveries
+                    .first
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
                 first.get_or_insert_with(|| e.to_string());
             }
         }
@@ -103,12 +155,33 @@ impl ProducerContext for Context {
 pub struct Publisher {
     producer: ThreadedProducer<Context>,
     deliveries: Arc<Deliveries>,
+    watch: Arc<BrokerWatch>,
     settings: PublishSettings,
 }
 
+/// How long one metadata request of [`Publisher::check_topics`] waits.
+const METADATA_ATTEMPT: Duration = Duration::from_secs(1);
+/// How long brokers may stay silent — no answer, no error — before that is said as a trouble of
+/// its own (a dropped SYN takes librdkafka 30 s to report).
+const SILENCE: Duration = Duration::from_secs(3);
+
 impl Publisher {
+    /// A publisher whose broker troubles are kept for its errors but not said meanwhile.
     pub fn new(settings: PublishSettings) -> Result<Self, PublishError> {
+        let watch = Arc::new(BrokerWatch::new(&settings.brokers, |_| {}));
+        Publisher::with_watch(settings, watch)
+    }
+
+    /// A publisher that tells `watch` of its connectivity and authentication errors.
+    pub fn with_watch(
+        settings: PublishSettings,
+        watch: Arc<BrokerWatch>,
+    ) -> Result<Self, PublishError> {
         let deliveries = Arc::new(Deliveries::default());
+        let timeout_ms = settings
+            .flush_timeout
+            .as_millis()
+            .clamp(1, i32::MAX as u128);
         let mut c = ClientConfig::new();
         c.set("bootstrap.servers", &settings.brokers)
             .set("client.id", "toolcalls-ingest")
@@ -116,18 +189,112 @@ impl Publisher {
             .set("partitioner", "murmur2_random")
             .set("linger.ms", "5")
             .set("compression.type", "lz4")
+            // Events are not kept for five minutes (librdkafka's default) when the brokers
+            // cannot be reached: the delivery timeout bounds them.
+            .set("message.timeout.ms", timeout_ms.to_string())
+            // A mistyped topic name must not create a topic on a broker that would.
+            .set("allow.auto.create.topics", "false")
             .set_log_level(RDKafkaLogLevel::Warning);
         for (k, v) in &settings.kafka {
             c.set(k, v);
         }
         let producer = c
-            .create_with_context(Context(deliveries.clone()))
+            .create_with_context(Context {
+                deliveries: deliveries.clone(),
+                watch: watch.clone(),
+            })
             .map_err(PublishError::Create)?;
         Ok(Publisher {
             producer,
             deliveries,
+            watch,
             settings,
         })
+    }
+
+    /// Waits until the brokers answer and both input topics exist, for at most the delivery
+    /// timeout: a topic that does not exist is refused at once, brokers that cannot be reached
+    /// (or refuse the credentials) once the timeout has passed.
+    pub fn check_topics(&self) -> Result<(), PublishError> {
+        let start = Instant::now();
+        let deadline = start + self.settings.flush_timeout;
+        let topics = [
+            self.settings.announce_topic.as_str(),
+            self.settings.completion_topic.as_str(),
+        ];
+        let mut next = 0;
+        while next < topics.len() {
+            let topic = topics[next];
+            match self
+                .producer
+                .client()
+                .fetch_metadata(Some(topic), METADATA_ATTEMPT)
+            {
+                Ok(md) => {
+                    self.watch.reachable();
+                    let entry = md.topics().iter().find(|t| t.name() == topic);
+                    match entry.map(|t| (t.error(), t.partitions().is_empty())) {
+                        Some((None, false)) => next += 1,
+                        None
+                        | Some((
+                            Some(RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART),
+                            _,
+                        )) => {
+                            return Err(PublishError::MissingTopic {
+                                topic: topic.to_owned(),
+                                brokers: self.settings.brokers.clone(),
+                            });
+                        }
+                        // A topic just created may have no leader yet: ask again.
+                        Some((error, _)) => {
+                            if Instant::now() >= deadline {
+                                return Err(PublishError::TopicUnavailable {
+                                    topic: topic.to_owned(),
+                                    reason: error.map_or_else(
+                                        || "it has no partitions".to_owned(),
+                                        |e| RDKafkaErrorCode::from(e).to_string(),
+                                    ),
+                                });
+                            }
+                            std::thread::sleep(Duration::from_millis(100));
+                        }
+                    }
+                    continue;
+                }
+                // A connection error says at once why; without one (no answer at all), the
+                // silence is said once it lasts.
+                Err(_)
+                    if self.watch.is_reachable()
+                        && (self.watch.last_error().is_some() || start.elapsed() >= SILENCE) =>
+                {
+                    self.watch.unanswered(&format!(
+                        "no broker answered within {}s (librdkafka is still trying to connect)",
+                        SILENCE.as_secs()
+                    ));
+                }
+                Err(_) => self.watch.tick(),
+            }
+            if Instant::now() >= deadline {
+                return Err(self.unreachable(self.settings.flush_timeout));
+            }
+        }
+        Ok(())
+    }
+
+    fn unreachable(&self, waited: Duration) -> PublishError {
+        let (trouble, reason) = match self.watch.trouble() {
+            Some((trouble, reason, _)) => (trouble, reason),
+            None => (
+                Trouble::Unreachable,
+                "no broker answered a metadata request".to_owned(),
+            ),
+        };
+        PublishError::Unreachable {
+            trouble,
+            brokers: self.settings.brokers.clone(),
+            reason,
+            waited,
+        }
     }
 
     /// The input topic an event belongs on.
@@ -148,18 +315,31 @@ impl Publisher {
                 Ok(()) => return Ok(()),
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
                     record = back;
-                    // The producer's own thread drains the queue; give it a moment.
+                    // The producer's own thread drains the queue (events that cannot be
+                    // delivered leave it at the delivery timeout); give it a moment.
                     self.producer.poll(Duration::from_millis(10));
+                    self.watch.tick();
                 }
                 Err((e, _)) => return Err(PublishError::Send(e)),
             }
         }
     }
 
-    /// Waits until every event is delivered; fails when any was not.
+    /// Waits until every event is delivered or has failed at the delivery timeout (saying
+    /// meanwhile what keeps the brokers out of reach); fails when any was not delivered.
     pub fn finish(&self) -> Result<u64, PublishError> {
-        wait_delivered(&self.producer, self.settings.flush_timeout)
-            .map_err(|_| PublishError::Flush(self.settings.flush_timeout))?;
+        // Every event is enqueued by now, so each is delivered or failed within the delivery
+        // timeout; a second more lets the last reports come in.
+        let bound = self.settings.flush_timeout + Duration::from_secs(1);
+        let deadline = Instant::now() + bound;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match wait_delivered(&self.producer, left.min(Duration::from_secs(1))) {
+                Ok(()) => break,
+                Err(_) if left > Duration::from_secs(1) => self.watch.tick(),
+                Err(_) => return Err(PublishError::Flush(bound)),
+            }
+        }
         let failed = self.deliveries.failed.load(Ordering::Relaxed);
         if failed > 0 {
             let first = self
@@ -169,9 +349,23 @@ impl Publisher {
                 .unwrap_or_else(|p| p.into_inner())
                 .clone()
                 .unwrap_or_default();
-            return Err(PublishError::Delivery { failed, first });
+            let why = match self.watch.trouble() {
+                Some((trouble, reason, _)) => {
+                    format!(
+                        "; {}",
+                        trouble_words(trouble, &self.settings.brokers, &reason)
+                    )
+                }
+                None => String::new(),
+            };
+            return Err(PublishError::Delivery { failed, first, why });
         }
         Ok(self.deliveries.delivered.load(Ordering::Relaxed))
+    }
+
+    /// The watch this publisher tells of its brokers' troubles.
+    pub fn watch(&self) -> &Arc<BrokerWatch> {
+        &self.watch
     }
 }
 

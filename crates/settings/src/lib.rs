@@ -7,8 +7,11 @@
 //! - the key is the option's id (its field name);
 //! - the options of a struct with a lower-case group id (`#[group(id = "core")]`) are the keys
 //!   of that table (`[core] call_timeout`); the others are top-level keys;
-//! - a repeatable option (`--kafka key=value`) is a table of `key = value` lines (`[kafka]`),
-//!   given to the command by [`ConfigFile::pairs`] to go before the option's own values;
+//! - a repeatable option of pairs (value name `KEY=VALUE`: `--kafka key=value`) is a table of
+//!   `key = value` lines (`[kafka]`), given to the command by [`ConfigFile::pairs`] to go
+//!   before the option's own values;
+//! - another repeatable option (`--redact-pattern`) is a key that takes a list (or one value);
+//!   flags given on the command line replace the file's list;
 //! - options without an environment variable (plain switches) and hidden ones (test hooks) are
 //!   not read from the file.
 //!
@@ -153,7 +156,12 @@ fn key_of(cmd: &Command, arg: &Arg) -> Option<Key> {
         return None;
     }
     let id = arg.get_id().as_str().to_owned();
-    if matches!(arg.get_action(), ArgAction::Append) {
+    // A repeatable option of `KEY=VALUE` pairs is a table of its own (`[kafka]`); another
+    // repeatable option is a key that takes a list.
+    let pairs = arg
+        .get_value_names()
+        .is_some_and(|names| names.iter().any(|n| n.as_str() == "KEY=VALUE"));
+    if matches!(arg.get_action(), ArgAction::Append) && pairs {
         return Some(Key::Map(id));
     }
     let table = cmd

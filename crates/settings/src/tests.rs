@@ -42,7 +42,7 @@ struct Serve {
     #[arg(long, env = "TOOLCALLS_SETTINGS_TEST_NAME", default_value = "anon")]
     name: String,
     /// Extra properties
-    #[arg(long = "prop", id = "props", env = "TOOLCALLS_SETTINGS_TEST_PROPS", value_parser = parse_key_value, value_delimiter = ',')]
+    #[arg(long = "prop", id = "props", value_name = "KEY=VALUE", env = "TOOLCALLS_SETTINGS_TEST_PROPS", value_parser = parse_key_value, value_delimiter = ',')]
     props: Vec<(String, String)>,
     #[arg(long, env = "TOOLCALLS_SETTINGS_TEST_HOOK", hide = true)]
     hook: Option<String>,

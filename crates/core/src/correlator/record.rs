@@ -123,6 +123,7 @@ pub(super) fn record_of_call(
         replay,
         attributes: extras.attributes,
         provenance,
+        redacted: Vec::new(),
     }
 }
 
@@ -174,6 +175,7 @@ pub(super) fn record_of_waiting(
         replay: ReplayPolicy::RequiresOverride,
         attributes: waiting.attributes,
         provenance,
+        redacted: Vec::new(),
     }
 }
 

@@ -83,6 +83,9 @@ impl ToolCallRecord {
         if !self.provenance.is_empty() {
             self.provenance.write_json(o.key("provenance"));
         }
+        if !self.redacted.is_empty() {
+            o.key("redacted").value(&self.redacted);
+        }
         o.end();
     }
 }
@@ -526,6 +529,11 @@ mod tests {
             },
             attributes: on(29).then(|| map(&s[5])),
             provenance: provenance(s, n, bits),
+            redacted: if on(31) {
+                vec![format!("spec.input/{}", s[6]), "status.output".into()]
+            } else {
+                Vec::new()
+            },
         }
     }
 

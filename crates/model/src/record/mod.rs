@@ -57,6 +57,10 @@ pub struct ToolCallRecord {
     /// written before it was added have none.
     #[serde(default, skip_serializing_if = "Provenance::is_empty")]
     pub provenance: Provenance,
+    /// What redaction rules replaced before the record left the process (`spec.input/password`,
+    /// `status.output`, …); the checksum is the original arguments'.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redacted: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

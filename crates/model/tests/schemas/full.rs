@@ -197,6 +197,7 @@ pub(crate) fn full_record() -> ToolCallRecord {
                 events: vec![2],
             }),
         ]),
+        redacted: vec!["spec.input/token".to_owned()],
     }
 }
 

@@ -88,9 +88,16 @@ impl Coordinator {
                 _ = commit_tick.tick() => {
                     if let Err(e) = self.checkpoint(&[]).await { break Err(e); }
                 }
-                _ = punctuation.tick() => self.partitions.tick(),
+                _ = punctuation.tick() => {
+                    self.partitions.tick();
+                    // A lasting broker trouble is said again when due, even while the consumer
+                    // thread, whose statistics do that too, waits on a rebalance.
+                    self.transactions.watch().tick();
+                }
             }
-            self.partitions.update_readiness(self.joined);
+            // Not ready either while the brokers are out of reach (the watch says why).
+            let reachable = self.transactions.watch().is_reachable();
+            self.partitions.update_readiness(self.joined && reachable);
         };
         // Leaving: stop whatever is left without committing more (revocation committed it), let
         // the consumer thread go (its command channel closes), and flush what is in flight.
@@ -123,11 +130,15 @@ impl Coordinator {
             let start = Instant::now();
             let outputs = batch.outputs() > 0;
             match self.transactions.commit(offsets, outputs).await {
-                Ok(()) => BatchCommitted {
-                    produced,
-                    elapsed: start.elapsed(),
+                Ok(()) => {
+                    BatchCommitted {
+                        produced,
+                        elapsed: start.elapsed(),
+                    }
+                    .emit(&self.metrics);
+                    // The brokers answered: any trouble with them is over.
+                    self.transactions.watch().reachable();
                 }
-                .emit(&self.metrics),
                 Err(error) if error.disposition() == Disposition::Fatal => {
                     CommitFailedFatally { error: &error }.emit();
                     return Err(error);

@@ -20,7 +20,7 @@ use toolcalls_producer::wait_delivered;
 const ABORT_RETRY_BACKOFF: Duration = Duration::from_millis(100);
 
 fn tx_error(op: &'static str) -> impl Fn(KafkaError) -> Error {
-    move |source| Error::Transaction { op, source }
+    move |error| Error::Transaction { op, error }
 }
 
 /// Initializes the producer's transactions and begins the first one (blocking).
@@ -67,6 +67,19 @@ impl Transactions {
         .await
         .map_err(|e| Error::Stopped(format!("the commit thread failed: {e}")))
         .and_then(|r| r)
+        .inspect_err(|e| self.note_fenced(e))
+    }
+
+    /// The broker watch the clients tell of their connectivity.
+    pub fn watch(&self) -> &Arc<toolcalls_producer::BrokerWatch> {
+        &self.producer.context().watch
+    }
+
+    /// Says (once) that the producer was fenced, when `error` shows it.
+    fn note_fenced(&self, error: &Error) {
+        if let Error::Transaction { error, .. } | Error::Kafka { error, .. } = error {
+            self.producer.context().check_fenced(error);
+        }
     }
 
     /// Abandons the open batch: forgets its delivery failures, aborts its transaction and begins
@@ -87,6 +100,7 @@ impl Transactions {
         })
         .await
         .map_err(|e| Error::Stopped(format!("the abort thread failed: {e}")))?
+        .inspect_err(|e| self.note_fenced(e))
     }
 
     /// Waits (bounded) until what was produced is delivered: on the way out.

@@ -27,6 +27,7 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc as std_mpsc, Arc};
 use std::time::Duration;
+use toolcalls_producer::Trouble;
 
 /// What the coordinator tells the consumer thread.
 pub(crate) enum ConsumerCmd {
@@ -118,7 +119,7 @@ pub(crate) fn run_consumer_loop(
                 }
                 Some(Err(KafkaError::PartitionEOF(_))) => {}
                 Some(Err(e)) => {
-                    tracing::warn!(error = %e, "consume error");
+                    consume_error(&ctx, None, &e);
                     break;
                 }
                 None => break,
@@ -196,7 +197,7 @@ fn read_partition_queues(
                     }
                     Some(Err(KafkaError::PartitionEOF(_))) => {}
                     Some(Err(e)) => {
-                        tracing::warn!(partition = p, error = %e, "consume error");
+                        consume_error(ctx, Some(*p), &e);
                         break;
                     }
                     None => break,
@@ -209,6 +210,20 @@ fn read_partition_queues(
     }
     .emit(&ctx.metrics);
     busy
+}
+
+/// An error a queue returned instead of a message. Brokers out of reach make every queue return
+/// one on every poll: those are said by the broker watch, from the error callback that carries
+/// librdkafka's reason, at its own rate — not here, dozens of times a second.
+fn consume_error(ctx: &ConsumerCtx, partition: Option<i32>, e: &KafkaError) {
+    if Trouble::of(e).is_some() {
+        ctx.watch.tick();
+        return;
+    }
+    match partition {
+        Some(p) => tracing::warn!(partition = p, error = %e, "consume error"),
+        None => tracing::warn!(error = %e, "consume error"),
+    }
 }
 
 /// Copies message `m` into its partition's batch, handing the batch over first when it is full.

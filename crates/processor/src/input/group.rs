@@ -16,7 +16,9 @@ use super::flow::{PartitionSink, Wake};
 use super::lag::{caught_up, record_lag};
 use crate::client::log_to_tracing;
 use crate::metrics::Metrics;
-use crate::telemetry::input::{PartitionsAssigned, PartitionsRevoked, RevocationUnacknowledged};
+use crate::telemetry::input::{
+    wall_ms, LagSecondsObserved, PartitionsAssigned, PartitionsRevoked, RevocationUnacknowledged,
+};
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, RebalanceProtocol};
@@ -29,6 +31,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{mpsc as std_mpsc, Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
+use toolcalls_producer::BrokerWatch;
 
 pub(crate) type GroupConsumer = BaseConsumer<ConsumerCtx>;
 
@@ -65,6 +68,8 @@ pub(crate) struct ConsumerCtx {
     /// How long a revocation waits for the coordinator.
     pub ack_timeout: Duration,
     pub wake: Arc<Wake>,
+    /// Told of connectivity errors, and of brokers that answer (from the statistics).
+    pub watch: Arc<BrokerWatch>,
     routes: Mutex<Routes>,
 }
 
@@ -74,12 +79,14 @@ impl ConsumerCtx {
         events: UnboundedSender<GroupEvent>,
         metrics: Metrics,
         ack_timeout: Duration,
+        watch: Arc<BrokerWatch>,
     ) -> Self {
         ConsumerCtx {
             topics,
             events,
             metrics,
             ack_timeout,
+            watch,
             wake: Arc::new(Wake::default()),
             routes: Mutex::new(Routes::default()),
         }
@@ -184,20 +191,40 @@ impl ClientContext for ConsumerCtx {
     }
 
     fn stats(&self, statistics: Statistics) {
+        // A broker connection that is up ends any trouble the watch knows of; while none is,
+        // the watch says the trouble again when due.
+        if statistics.brokers.values().any(|b| b.state == "UP") {
+            self.watch.reachable();
+        } else {
+            self.watch.tick();
+        }
         record_lag(&self.metrics, &self.topics, &statistics);
+        let now_ms = wall_ms();
         let routes = self.routes();
         for (p, sink) in &routes.active {
+            let mut waiting = sink.inflight.messages.load(Ordering::Acquire) > 0;
             for (t, topic) in self.topics.iter().enumerate() {
                 let part = statistics
                     .topics
                     .get(topic)
                     .and_then(|s| s.partitions.get(p));
-                sink.inflight.caught_up[t].store(part.is_some_and(caught_up), Ordering::Release);
+                let done = part.is_some_and(caught_up);
+                sink.inflight.caught_up[t].store(done, Ordering::Release);
+                waiting |= !done;
             }
+            LagSecondsObserved {
+                partition: *p,
+                waiting,
+                now_ms,
+            }
+            .emit(&self.metrics);
         }
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
+        if self.watch.client_error(&error, reason) {
+            return;
+        }
         let fatal = error.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::Fatal);
         if fatal {
             tracing::error!(error = %error, reason, "fatal consumer error");

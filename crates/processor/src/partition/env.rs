@@ -31,4 +31,6 @@ pub(crate) struct TaskEnv {
     pub failpoints: Arc<Failpoints>,
     /// Where spent input batches go back to the consumer thread.
     pub batches: Arc<BatchPool>,
+    /// Applied to every record before it leaves the process (published or answered).
+    pub redaction: toolcalls_model::redact::Redaction,
 }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
 use toolcalls_core::{Correlator, Effects, Outcome, Position};
-use toolcalls_model::EventKind;
+use toolcalls_model::{EventKind, Timestamp};
 
 /// Messages applied in one chunk: between two chunks the task looks at its control channel, so
 /// a checkpoint or a query waits for at most one chunk of input.
@@ -184,6 +184,7 @@ impl PartitionTask {
     /// passes.
     async fn tick(&mut self) {
         self.clock.read();
+        self.telemetry.input_taken(self.clock.now_ms(), None);
         if let Some(t) = self.clock.punctuate(&self.correlator) {
             self.correlator.advance(t, &mut self.effects);
         }
@@ -203,6 +204,7 @@ impl PartitionTask {
                 let mut record = self.correlator.get(&id);
                 if let Some(r) = record.as_mut() {
                     self.env.topics.name_provenance(self.partition, r);
+                    self.env.redaction.apply(r);
                 }
                 let _ = tx.send(record);
             }
@@ -210,6 +212,7 @@ impl PartitionTask {
                 let mut records = self.correlator.pending_in_session(&session);
                 for r in &mut records {
                     self.env.topics.name_provenance(self.partition, r);
+                    self.env.redaction.apply(r);
                 }
                 let _ = tx.send(records);
             }
@@ -282,7 +285,9 @@ impl PartitionTask {
                 return Ok(false);
             }
         }
-        let (kind, outcome) = match self.decode_and_apply(&m) {
+        self.telemetry
+            .input_taken(self.clock.now_ms(), m.timestamp_ms);
+        let (kind, time, outcome) = match self.decode_and_apply(&m) {
             Ok(Ok(applied)) => applied,
             Ok(Err(Invalid { reason, detail })) => {
                 self.telemetry.message_invalid(m.topic_index());
@@ -297,7 +302,7 @@ impl PartitionTask {
             }
         };
         self.telemetry
-            .event_applied(m.topic_index(), kind, &outcome);
+            .event_applied(m.topic_index(), kind, time, &outcome);
         if let Outcome::Rejected(reason) = outcome {
             let detail = format!("the correlator refused the event: {reason}");
             self.dead_letter(&m, reason, &detail).await;
@@ -342,13 +347,17 @@ impl PartitionTask {
     fn decode_and_apply(
         &mut self,
         m: &InMsg<'_>,
-    ) -> std::thread::Result<Result<(EventKind, Outcome), Invalid>> {
+    ) -> std::thread::Result<Result<(EventKind, Timestamp, Outcome), Invalid>> {
         let pos = Position::new(m.topic, m.offset);
         std::panic::catch_unwind(AssertUnwindSafe(|| {
             let event = validate(m, &self.env.limits, self.clock.now_ms())?;
             self.env.failpoints.panic("panic_in_apply");
-            let kind = event.kind();
-            Ok((kind, self.correlator.apply(event, pos, &mut self.effects)))
+            let (kind, time) = (event.kind(), event.time);
+            Ok((
+                kind,
+                time,
+                self.correlator.apply(event, pos, &mut self.effects),
+            ))
         }))
     }
 
@@ -361,6 +370,7 @@ impl PartitionTask {
     async fn publish_records(&mut self) {
         for record in &mut self.effects.records {
             self.env.topics.name_provenance(self.partition, record);
+            self.env.redaction.apply(record);
             self.telemetry.record_published(record, self.clock.now_ms());
             self.outbox.record(record).await;
         }

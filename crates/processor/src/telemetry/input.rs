@@ -99,3 +99,39 @@ impl LagObserved<'_> {
             .set(self.messages);
     }
 }
+
+/// How far behind one partition's processing is, in seconds, at each statistics report: 0 when
+/// nothing waits (librdkafka has delivered every stable message and the task has applied every
+/// one it was given), otherwise the wall clock minus the Kafka timestamp of the last message the
+/// task processed — the age of the input it is working through. An idle partition is not
+/// behind, however long ago its last message came.
+pub(crate) struct LagSecondsObserved {
+    pub partition: i32,
+    pub waiting: bool,
+    pub now_ms: i64,
+}
+
+impl LagSecondsObserved {
+    pub fn emit(self, metrics: &Metrics) {
+        let seconds = if !self.waiting {
+            0.0
+        } else {
+            match metrics.processed.get(self.partition) {
+                Some(ts) => (self.now_ms - ts).max(0) as f64 / 1000.0,
+                // Nothing processed yet since the partition was restored: unknown, left as it is.
+                None => return,
+            }
+        };
+        metrics
+            .consumer_lag_seconds
+            .with_label_values(&[&self.partition.to_string()])
+            .set(seconds);
+    }
+}
+
+/// The wall clock in milliseconds since the Unix epoch.
+pub(crate) fn wall_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}

@@ -14,9 +14,13 @@
 //!   starts — so a message costs a few atomic increments and no label lookup.
 //!
 //! One file per stage: [`input`] (the consumer thread and the group), [`partition`] (the
-//! partition tasks), [`output`] (the producer), [`coordinator`] (batches, restores, readiness).
+//! partition tasks), [`output`] (the producer), [`coordinator`] (batches, restores, readiness),
+//! and [`broker`] for what the brokers and topics are found to be (out of reach, missing,
+//! fencing the producer).
 
+pub(crate) mod broker;
 pub(crate) mod coordinator;
 pub(crate) mod input;
 pub(crate) mod output;
 pub(crate) mod partition;
+pub(crate) mod processed;

@@ -2,10 +2,13 @@
 //! its labels on every call, so the counters a message moves are looked up here, not per message.
 
 use crate::metrics::Metrics;
+use crate::telemetry::input::wall_ms;
 use prometheus::{Gauge, IntCounter, IntGauge};
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
 use std::time::Duration;
 use toolcalls_core::{Correlator, Outcome};
-use toolcalls_model::{EventKind, Phase, Strategy, ToolCallRecord};
+use toolcalls_model::{EventKind, Phase, Strategy, Timestamp, ToolCallRecord};
 
 /// The `kind` label of input messages that could not be applied (not decodable, invalid, or
 /// poison).
@@ -24,7 +27,11 @@ pub(crate) struct PartitionTelemetry {
     pending_bytes: IntGauge,
     held_events: IntGauge,
     oldest_pending_age: Gauge,
-    lag_seconds: Gauge,
+    /// The input message being handled: (wall clock when its chunk was read, its Kafka
+    /// timestamp); no timestamp while timers fire.
+    input: Cell<(i64, Option<i64>)>,
+    /// When entries were opened, for the oldest pending age.
+    opened: RefCell<Opened>,
 }
 
 impl PartitionTelemetry {
@@ -44,8 +51,15 @@ impl PartitionTelemetry {
             pending_bytes: metrics.pending_bytes.with_label_values(&[&p]),
             held_events: metrics.held_events.with_label_values(&[&p]),
             oldest_pending_age: metrics.oldest_pending_age.with_label_values(&[&p]),
-            lag_seconds: metrics.consumer_lag_seconds.with_label_values(&[&p]),
+            input: Cell::new((wall_ms(), None)),
+            opened: RefCell::new(Opened::new(wall_ms())),
         }
+    }
+
+    /// The task takes an input message (read at wall clock `now_ms`, with this Kafka timestamp),
+    /// or, with `None`, fires timers: what it publishes next is counted against it.
+    pub fn input_taken(&self, now_ms: i64, timestamp_ms: Option<i64>) {
+        self.input.set((now_ms, timestamp_ms));
     }
 
     /// A message at an offset already applied (a rewind delivers it again): skipped.
@@ -58,9 +72,14 @@ impl PartitionTelemetry {
         );
     }
 
-    /// A message was decoded and applied to the correlator, with this outcome.
-    pub fn event_applied(&self, topic: usize, kind: EventKind, outcome: &Outcome) {
+    /// A message was decoded and applied to the correlator (an event of this kind and event
+    /// time), with this outcome.
+    pub fn event_applied(&self, topic: usize, kind: EventKind, time: Timestamp, outcome: &Outcome) {
         self.received[topic].of(kind).inc();
+        if matches!(outcome, Outcome::Pending | Outcome::Held) {
+            // It may open an entry (now, or when the reorder window lets it go).
+            self.opened.borrow_mut().note(time, self.input.get().0);
+        }
         self.event_released(outcome);
     }
 
@@ -105,6 +124,8 @@ impl PartitionTelemetry {
     }
 
     /// A record was published (or held back for the next transaction), at wall clock `now_ms`.
+    /// Its end-to-end latency runs from the Kafka timestamp of the input message that closed it;
+    /// a record closed by a timer (a timeout, a grace) has none.
     pub fn record_published(&self, record: &ToolCallRecord, now_ms: i64) {
         let phase = record.status.phase;
         self.records.of(phase).inc();
@@ -116,9 +137,11 @@ impl PartitionTelemetry {
                 .call_duration
                 .observe(done.millis_since(record.created_at) as f64 / 1000.0);
         }
-        self.metrics
-            .end_to_end_latency
-            .observe((now_ms - record.updated_at.millis()).max(0) as f64 / 1000.0);
+        if let (_, Some(input_ms)) = self.input.get() {
+            self.metrics
+                .end_to_end_latency
+                .observe((now_ms - input_ms).max(0) as f64 / 1000.0);
+        }
     }
 
     /// A chunk of input was applied, in `elapsed`.
@@ -127,24 +150,26 @@ impl PartitionTelemetry {
     }
 
     /// The state's size; with `full`, also the age of its oldest pending entry (a scan, so only
-    /// at punctuation).
+    /// at punctuation): the wall-clock time since the task read the event that opened it, not
+    /// its event time, which in a replay is months old.
     pub fn state_sampled(&self, correlator: &Correlator, full: bool) {
         self.pending_calls.set(correlator.pending_len() as i64);
         self.pending_bytes.set(correlator.pending_bytes() as i64);
         self.held_events.set(correlator.held_len() as i64);
         if full {
-            let age = match (correlator.stream_time(), correlator.oldest_pending()) {
-                (Some(now), Some(oldest)) => now.millis_since(oldest) as f64 / 1000.0,
-                _ => 0.0,
-            };
+            let now = wall_ms();
+            let opened = self.opened.borrow_mut().oldest(correlator.oldest_pending());
+            let age = opened.map_or(0.0, |at| (now - at).max(0) as f64 / 1000.0);
             self.oldest_pending_age.set(age);
         }
     }
 
-    /// Wall clock `now_ms` against the Kafka timestamp of the last message processed.
-    pub fn lag_sampled(&self, now_ms: i64, last_timestamp_ms: i64) {
-        self.lag_seconds
-            .set((now_ms - last_timestamp_ms).max(0) as f64 / 1000.0);
+    /// `last_timestamp_ms` is the Kafka timestamp of the last message processed: what the lag
+    /// in seconds is measured against while input waits (`LagSecondsObserved`).
+    pub fn lag_sampled(&self, _now_ms: i64, last_timestamp_ms: i64) {
+        self.metrics
+            .processed
+            .set(self.partition, last_timestamp_ms);
     }
 
     /// The task stopped: its partition's series go (another instance may own it now).
@@ -156,7 +181,65 @@ impl PartitionTelemetry {
         let _ = m.held_events.remove_label_values(&[&p]);
         let _ = m.oldest_pending_age.remove_label_values(&[&p]);
         let _ = m.consumer_lag_seconds.remove_label_values(&[&p]);
+        m.processed.forget(self.partition);
         tracing::debug!(partition = self.partition, "partition task stopped");
+    }
+}
+
+/// When a partition task opened its pending entries, by their event time: enough to tell how
+/// long (wall clock) the oldest pending entry has waited, which the correlator — which knows
+/// event time only — cannot.
+///
+/// Keyed by the whole second of event time, the wall clock of the first event of that second
+/// that may have opened an entry; keys before the oldest pending entry are dropped at each
+/// sample. Entries restored from the changelog count from the restore (`since`). At most
+/// [`Opened::MAX_KEYS`] seconds are kept: past that, newer entries count from the restore too
+/// should they become the oldest.
+struct Opened {
+    at: BTreeMap<i64, i64>,
+    /// The last key noted: events come mostly in event-time order, so most notes stop here.
+    last: Option<i64>,
+    /// Wall clock when the task started.
+    since: i64,
+}
+
+impl Opened {
+    const MAX_KEYS: usize = 16_384;
+
+    fn new(since: i64) -> Self {
+        Opened {
+            at: BTreeMap::new(),
+            last: None,
+            since,
+        }
+    }
+
+    /// An event of event time `time`, read at wall clock `now_ms`, may have opened an entry.
+    fn note(&mut self, time: Timestamp, now_ms: i64) {
+        let key = time.millis().div_euclid(1000);
+        if self.last == Some(key) {
+            return;
+        }
+        if self.at.len() < Self::MAX_KEYS || self.at.contains_key(&key) {
+            self.at.entry(key).or_insert(now_ms);
+            self.last = Some(key);
+        }
+    }
+
+    /// When the entry of event time `oldest` (the correlator's oldest pending) was opened; the
+    /// notes of older seconds are dropped. `None` without pending entries.
+    fn oldest(&mut self, oldest: Option<Timestamp>) -> Option<i64> {
+        let Some(oldest) = oldest else {
+            self.at.clear();
+            self.last = None;
+            return None;
+        };
+        let key = oldest.millis().div_euclid(1000);
+        if self.at.first_key_value().is_some_and(|(k, _)| *k < key) {
+            self.at = self.at.split_off(&key);
+            self.last = None;
+        }
+        Some(self.at.get(&key).copied().unwrap_or(self.since))
     }
 }
 
@@ -331,12 +414,65 @@ mod tests {
     use prometheus::Registry;
 
     #[test]
+    fn the_oldest_pending_entry_counts_from_when_it_was_read() {
+        let t = |s: i64| Timestamp::from_millis(s * 1000);
+        // The task started (restored its partition) at wall clock 1 000 ms.
+        let mut opened = Opened::new(1_000);
+        opened.note(t(100), 5_000);
+        opened.note(t(100), 6_000);
+        opened.note(t(50), 7_000);
+        opened.note(t(200), 8_000);
+        // A replayed event months older than the others is as old as the wall clock says.
+        assert_eq!(opened.oldest(Some(t(50))), Some(7_000));
+        // Its second closed: the next oldest counts from the first event of its second.
+        assert_eq!(opened.oldest(Some(t(100))), Some(5_000));
+        // Entries the task did not read (restored from the changelog) count from the restore.
+        assert_eq!(opened.oldest(Some(t(10))), Some(1_000));
+        assert_eq!(opened.oldest(None), None);
+        assert!(opened.at.is_empty());
+    }
+
+    #[test]
+    fn end_to_end_latency_runs_from_the_closing_message_and_timers_are_not_counted() {
+        let registry = Registry::new();
+        let metrics = Metrics::new(&registry);
+        let t = PartitionTelemetry::new(&metrics, &["a".into(), "c".into()], 0);
+        let record = months_old_record();
+        t.input_taken(10_500, Some(10_000));
+        t.record_published(&record, 10_500);
+        // Timers fire: what they close has no input message.
+        t.input_taken(20_000, None);
+        t.record_published(&record, 20_000);
+        let h = metrics.end_to_end_latency.clone();
+        assert_eq!(h.get_sample_count(), 1);
+        assert!(
+            (h.get_sample_sum() - 0.5).abs() < 1e-9,
+            "{}",
+            h.get_sample_sum()
+        );
+    }
+
+    /// A record whose events are dated 2026-01-01.
+    fn months_old_record() -> ToolCallRecord {
+        let mut c = toolcalls_core::Correlator::without_changelog(Default::default());
+        let mut fx = toolcalls_core::Effects::default();
+        for line in [
+            r#"{"v":1,"kind":"announce","source":"s","session":"x","callId":"a","time":"2026-01-01T00:00:00Z","tool":"T"}"#,
+            r#"{"v":1,"kind":"completion","source":"s","session":"x","callId":"a","time":"2026-01-01T00:00:01Z","result":1}"#,
+        ] {
+            let e = toolcalls_model::Event::decode(line.as_bytes()).unwrap();
+            c.apply(e, toolcalls_core::Position::new(0, 0), &mut fx);
+        }
+        fx.records.pop().expect("the call's record")
+    }
+
+    #[test]
     fn every_named_counter_moves_the_series_of_its_label() {
         let registry = Registry::new();
         let metrics = Metrics::new(&registry);
         let t = PartitionTelemetry::new(&metrics, &["a".into(), "c".into()], 3);
         for kind in EventKind::ALL {
-            t.event_applied(1, kind, &Outcome::Merged);
+            t.event_applied(1, kind, Timestamp::from_millis(0), &Outcome::Merged);
             let labels = [("topic", "c"), ("kind", kind.as_str())];
             assert_eq!(
                 crate::metrics::sum(&registry, "toolcalls_input_events_total", &labels),
@@ -351,7 +487,12 @@ mod tests {
         );
         for strategy in Strategy::ALL {
             let outcome = Outcome::Matched(strategy);
-            t.event_applied(0, EventKind::Completion, &outcome);
+            t.event_applied(
+                0,
+                EventKind::Completion,
+                Timestamp::from_millis(0),
+                &outcome,
+            );
             let labels = [("strategy", strategy.as_str())];
             assert_eq!(
                 crate::metrics::sum(&registry, "toolcalls_correlation_matches_total", &labels),
@@ -366,7 +507,7 @@ mod tests {
             Outcome::Applied,
             Outcome::Rejected("conflicting_call_id"),
         ] {
-            t.event_applied(0, EventKind::Announce, &outcome);
+            t.event_applied(0, EventKind::Announce, Timestamp::from_millis(0), &outcome);
             let labels = [("outcome", outcome.label())];
             assert_eq!(
                 crate::metrics::sum(&registry, "toolcalls_correlation_outcomes_total", &labels),

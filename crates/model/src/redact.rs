@@ -1,0 +1,241 @@
+//! Redaction: secrets in a record's arguments, result and attributes replaced before the record
+//! leaves the process (records topic, query API, local output). The checksum is the one of the
+//! original arguments — it is computed when the call is announced, long before — so the
+//! cross-bus join still holds; the record lists what was redacted in `redacted`.
+
+use crate::record::ToolCallRecord;
+use crate::Json;
+use serde_json::{Map, Value};
+
+/// What replaces a redacted value or match.
+pub const REDACTED: &str = "[REDACTED]";
+
+/// Redaction rules: JSON pointers (into the arguments and into the result) and regular
+/// expressions (over every string of arguments, result and attributes).
+#[derive(Debug, Clone, Default)]
+pub struct Redaction {
+    pointers: Vec<String>,
+    patterns: Vec<regex::Regex>,
+}
+
+impl Redaction {
+    /// The rules; the error names the rule that is not valid.
+    pub fn new(pointers: &[String], patterns: &[String]) -> Result<Self, String> {
+        for p in pointers {
+            if !p.starts_with('/') {
+                return Err(format!(
+                    "redaction pointer `{p}` is not a JSON pointer: it starts with `/`, as in `/password` or `/headers/Authorization`"
+                ));
+            }
+        }
+        let patterns = patterns
+            .iter()
+            .map(|p| {
+                regex::Regex::new(p).map_err(|e| {
+                    format!("redaction pattern `{p}` is not a regular expression: {e}")
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Redaction {
+            pointers: pointers.to_vec(),
+            patterns,
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pointers.is_empty() && self.patterns.is_empty()
+    }
+
+    /// Redacts `record` in place; true when anything was.
+    pub fn apply(&self, record: &mut ToolCallRecord) -> bool {
+        if self.is_empty() {
+            return false;
+        }
+        let mut what = Vec::new();
+        if let Some(input) = &mut record.spec.input {
+            self.json(input, "spec.input", &mut what);
+        }
+        if let Some(output) = &mut record.status.output {
+            self.json(output, "status.output", &mut what);
+        }
+        if let Some(attributes) = &mut record.attributes {
+            let mut value = Value::Object(std::mem::take(attributes));
+            if self.strings(&mut value) {
+                what.push("attributes".to_owned());
+            }
+            if let Value::Object(map) = value {
+                *attributes = map;
+            }
+        }
+        if let Some(hook) = &mut record.spec.hook_context {
+            let mut value = Value::Object(std::mem::take(hook));
+            if self.strings(&mut value) {
+                what.push("spec.hookContext".to_owned());
+            }
+            if let Value::Object(map) = value {
+                *hook = map;
+            }
+        }
+        for (name, reason) in [("status.reason", &mut record.status.reason)] {
+            if let Some(text) = reason {
+                if let Some(clean) = self.text(text) {
+                    *text = clean;
+                    what.push(name.to_owned());
+                }
+            }
+        }
+        let any = !what.is_empty();
+        for w in what {
+            if !record.redacted.contains(&w) {
+                record.redacted.push(w);
+            }
+        }
+        any
+    }
+
+    /// Redacts one JSON document (arguments or result), noting where.
+    fn json(&self, json: &mut Json, name: &str, what: &mut Vec<String>) {
+        let Ok(mut value) = json.try_to_value() else {
+            // Text that holds no JSON value the reader keeps exactly: redact it as text.
+            if let Some(clean) = self.text(json.as_str()) {
+                *json = Json::from(Value::String(clean));
+                what.push(name.to_owned());
+            }
+            return;
+        };
+        let mut changed = false;
+        for p in &self.pointers {
+            if let Some(v) = value.pointer_mut(p) {
+                *v = Value::String(REDACTED.to_owned());
+                what.push(format!("{name}{p}"));
+                changed = true;
+            }
+        }
+        if self.strings(&mut value) {
+            what.push(name.to_owned());
+            changed = true;
+        }
+        if changed {
+            *json = Json::from(value);
+        }
+    }
+
+    /// Replaces the matches of the patterns in every string (and object key) of `value`.
+    fn strings(&self, value: &mut Value) -> bool {
+        match value {
+            Value::String(s) => match self.text(s) {
+                Some(clean) => {
+                    *s = clean;
+                    true
+                }
+                None => false,
+            },
+            Value::Array(items) => items.iter_mut().fold(false, |any, v| self.strings(v) | any),
+            Value::Object(map) => {
+                let mut any = false;
+                let keys: Vec<String> = map.keys().cloned().collect();
+                let mut out = Map::with_capacity(map.len());
+                for k in keys {
+                    let mut v = map.remove(&k).expect("a key of the map");
+                    any |= self.strings(&mut v);
+                    let k = match self.text(&k) {
+                        Some(clean) => {
+                            any = true;
+                            clean
+                        }
+                        None => k,
+                    };
+                    out.insert(k, v);
+                }
+                *map = out;
+                any
+            }
+            _ => false,
+        }
+    }
+
+    /// `text` with every match replaced, if any matched.
+    fn text(&self, text: &str) -> Option<String> {
+        let mut out: Option<String> = None;
+        for re in &self.patterns {
+            let current = out.as_deref().unwrap_or(text);
+            if re.is_match(current) {
+                out = Some(re.replace_all(current, REDACTED).into_owned());
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn record(input: Value, output: Value) -> ToolCallRecord {
+        let text = format!(
+            r#"{{"apiVersion":"toolcalls.dev/v1","kind":"ToolCall","metadata":{{"name":"3af89e42-d4da-5398-ae43-35e31d209ee3","revision":1,"source":"s","session":"x"}},"checksum":"{}","createdAt":"2026-01-01T00:00:00.000Z","updatedAt":"2026-01-01T00:00:00.000Z","spec":{{"toolRef":{{"name":"t"}},"input":{input},"sideEffects":{{}}}},"status":{{"phase":"Succeeded","output":{output},"isError":false}},"correlation":{{"strategy":"call_id","confidence":1.0,"candidates":1,"eventsMerged":2,"duplicates":0,"attempts":1,"key":"k"}},"replay":"free","attributes":{{"env":"KEY=sk-abcdefghijklmnopqrstuvwx"}}}}"#,
+            "a".repeat(64)
+        );
+        serde_json::from_str(&text).unwrap()
+    }
+
+    #[test]
+    fn pointers_and_patterns_replace_secrets_and_say_where() {
+        let rules = Redaction::new(
+            &["/password".into(), "/headers/Authorization".into()],
+            &["sk-[A-Za-z0-9]{20,}".into()],
+        )
+        .unwrap();
+        let mut r = record(
+            json!({"user": "u", "password": "hunter2", "headers": {"Authorization": "Bearer x"}, "note": "key sk-abcdefghijklmnopqrstuvwx here"}),
+            json!({"password": "hunter2", "ok": true}),
+        );
+        let checksum = r.checksum.clone();
+        assert!(rules.apply(&mut r));
+        let text = String::from_utf8(r.encode()).unwrap();
+        for secret in ["hunter2", "Bearer x", "sk-abcdefghijklmnopqrstuvwx"] {
+            assert!(!text.contains(secret), "{secret} in {text}");
+        }
+        assert_eq!(
+            r.spec.input.as_ref().unwrap().to_value(),
+            json!({"user": "u", "password": REDACTED, "headers": {"Authorization": REDACTED}, "note": "key [REDACTED] here"})
+        );
+        assert_eq!(
+            r.checksum, checksum,
+            "the checksum is the original arguments'"
+        );
+        assert_eq!(
+            r.redacted,
+            [
+                "spec.input/password",
+                "spec.input/headers/Authorization",
+                "spec.input",
+                "status.output/password",
+                "attributes"
+            ]
+        );
+        // Again: nothing new to say.
+        let before = r.redacted.clone();
+        rules.apply(&mut r);
+        assert_eq!(r.redacted, before);
+    }
+
+    #[test]
+    fn nothing_to_redact_leaves_the_record_alone() {
+        let rules = Redaction::new(&["/password".into()], &["sk-[0-9]{30}".into()]).unwrap();
+        let mut r = record(json!({"user": "u"}), json!("fine"));
+        let before = r.clone();
+        assert!(!rules.apply(&mut r));
+        assert_eq!(r.spec, before.spec);
+        assert!(r.redacted.is_empty());
+    }
+
+    #[test]
+    fn bad_rules_are_named() {
+        let e = Redaction::new(&["password".into()], &[]).unwrap_err();
+        assert!(e.contains("`password`"), "{e}");
+        let e = Redaction::new(&[], &["(unclosed".into()]).unwrap_err();
+        assert!(e.contains("(unclosed"), "{e}");
+    }
+}

@@ -1,0 +1,79 @@
+//! Redaction rules as options of `toolcalls run` and `toolcalls local`: `--redact-pointer` and
+//! `--redact-pattern`, `TOOLCALLS_REDACT_*`, and `[redact]` in the config file (lists).
+
+use toolcalls_model::redact::Redaction;
+
+/// What is replaced by `[REDACTED]` before a record leaves the process (`[redact]` in the
+/// config file).
+#[derive(Debug, Clone, PartialEq, Eq, Default, clap::Args)]
+#[group(id = "redact")]
+pub struct RedactArgs {
+    /// JSON pointer into a call's arguments and its result whose value is replaced by
+    /// [REDACTED] in every record that leaves the process (records topic, query API, local
+    /// output), repeatable: `--redact-pointer /password`; the checksum stays the original's
+    #[arg(
+        long = "redact-pointer",
+        env = "TOOLCALLS_REDACT_POINTER",
+        value_name = "POINTER"
+    )]
+    pub pointers: Vec<String>,
+    /// Regular expression whose matches in any string of a call's arguments, result and
+    /// attributes are replaced by [REDACTED], repeatable: `--redact-pattern 'sk-[A-Za-z0-9]{20,}'`
+    #[arg(
+        long = "redact-pattern",
+        env = "TOOLCALLS_REDACT_PATTERN",
+        value_name = "REGEX"
+    )]
+    pub patterns: Vec<String>,
+}
+
+impl RedactArgs {
+    /// The rules, checked.
+    pub fn resolve(&self) -> Result<Redaction, String> {
+        Redaction::new(&self.pointers, &self.patterns)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        redact: RedactArgs,
+    }
+
+    #[test]
+    fn flags_and_file_lists() {
+        let path =
+            std::env::temp_dir().join(format!("toolcalls-redact-{}.toml", std::process::id()));
+        std::fs::write(
+            &path,
+            "[redact]\npointers = [\"/password\", \"/token\"]\npatterns = [\"sk-[a-z]+\"]\n",
+        )
+        .unwrap();
+        let parse = |argv: &[&str]| {
+            let args = ["x", "--config", path.to_str().unwrap()]
+                .into_iter()
+                .chain(argv.iter().copied());
+            toolcalls_settings::try_parse_from::<Cli, _, _>(args).map(|(c, _)| c.redact)
+        };
+        let from_file = parse(&[]).unwrap();
+        assert_eq!(from_file.pointers, ["/password", "/token"]);
+        assert_eq!(from_file.patterns, ["sk-[a-z]+"]);
+        let flags = parse(&["--redact-pointer", "/key"]).unwrap();
+        assert_eq!(flags.pointers, ["/key"], "flags replace the file's list");
+        assert!(from_file.resolve().is_ok());
+        std::fs::write(&path, "[redact]\npointers = \"/password\"\n").unwrap();
+        assert_eq!(
+            parse(&[]).unwrap().pointers,
+            ["/password"],
+            "one value is a list of one"
+        );
+        std::fs::write(&path, "[redact]\npatterns = [\"(\"]\n").unwrap();
+        let e = parse(&[]).unwrap().resolve().unwrap_err();
+        assert!(e.contains("not a regular expression"), "{e}");
+        std::fs::remove_file(&path).unwrap();
+    }
+}

@@ -1,0 +1,371 @@
+//! Failures a new user meets first, tried as they would: `toolcalls run`, `topics create` and
+//! `ingest` with no broker at the address given. Each must say within seconds which brokers it
+//! cannot reach and why, keep saying it at a modest rate, and — `run` — report not-ready while
+//! staying alive; `topics` and `ingest` give up at their bound with exit code 2 and a message that
+//! says what to check. Also: no colours in a log that is not a terminal, and `topics create
+//! --help` lists only what `topics` needs.
+//!
+//! No broker is needed: a port nothing listens on refuses every connection. The broker tests of
+//! the same failures (a missing topic, authentication) are in tests/processor/operate.rs.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// "Within a few seconds": how long a first report may take, with room for a loaded machine.
+const FIRST_REPORT: Duration = Duration::from_secs(10);
+/// Bound of every other wait.
+const WAIT: Duration = Duration::from_secs(15);
+
+const SAMPLE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/crates/adapters/tests/data/claude-hooks.jsonl"
+);
+
+/// A loopback port nothing listens on: every connection to it is refused.
+fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `toolcalls` as a child process, its stderr collected line by line; killed on drop.
+struct Toolcalls {
+    child: Child,
+    lines: Receiver<String>,
+    log: Arc<Mutex<Vec<String>>>,
+    started: Instant,
+}
+
+impl Toolcalls {
+    /// Runs `toolcalls args…` with `env` and none of the caller's `TOOLCALLS_*` variables.
+    fn spawn(args: &[&str], env: &[(&str, &str)]) -> Toolcalls {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_toolcalls"));
+        for (var, _) in std::env::vars_os() {
+            let name = var.to_string_lossy();
+            if name.starts_with("TOOLCALLS_") || name == "RUST_LOG" || name == "NO_COLOR" {
+                command.env_remove(var);
+            }
+        }
+        let mut child = command
+            .envs(env.iter().copied())
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run toolcalls");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, lines) = channel();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let keep = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                keep.lock().unwrap().push(line.clone());
+                let _ = tx.send(line);
+            }
+        });
+        Toolcalls {
+            child,
+            lines,
+            log,
+            started: Instant::now(),
+        }
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
+    /// The first stderr line (from now on) containing `needle`, waiting at most `bound`.
+    fn wait_for(&self, needle: &str, bound: Duration) -> String {
+        let deadline = Instant::now() + bound;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.contains(needle) => return line,
+                Ok(_) => {}
+                Err(_) => panic!("no `{needle}` on stderr within {bound:?}:\n{}", self.log()),
+            }
+        }
+    }
+
+    /// Waits at most `bound` for the process to exit.
+    fn exit(&mut self, bound: Duration) -> ExitStatus {
+        let deadline = Instant::now() + bound;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                // Let the reader thread take the last lines: it ends with the pipe.
+                let drained = Instant::now() + Duration::from_secs(5);
+                while Instant::now() < drained {
+                    if let Err(RecvTimeoutError::Disconnected) =
+                        self.lines.recv_timeout(Duration::from_millis(50))
+                    {
+                        break;
+                    }
+                }
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "still running after {bound:?}:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn terminate(&mut self, bound: Duration) -> ExitStatus {
+        let status = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        self.exit(bound)
+    }
+}
+
+impl Drop for Toolcalls {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A minimal HTTP GET: (status, body).
+fn get(addr: &str, path: &str) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// Polls `GET path` until it answers; its status and body.
+fn get_when_up(addr: &str, path: &str) -> (u16, String) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if std::net::TcpStream::connect(addr).is_ok() {
+            return get(addr, path);
+        }
+        assert!(Instant::now() < deadline, "nothing listens on {addr}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn run_without_a_broker_says_which_and_why_again_and_again_and_is_not_ready() {
+    let broker = format!("127.0.0.1:{}", closed_port());
+    let http = format!("127.0.0.1:{}", closed_port());
+    let mut run = Toolcalls::spawn(
+        &["run", "--brokers", &broker, "--http-addr", &http],
+        &[("RUST_LOG", "info")],
+    );
+    let first = run.wait_for("cannot reach the Kafka brokers", WAIT);
+    assert!(
+        run.started.elapsed() < FIRST_REPORT,
+        "first said after {:?}",
+        run.started.elapsed()
+    );
+    assert!(
+        first.contains(&format!("at {broker}:"))
+            && first.contains("Connection refused")
+            && first.contains("check --brokers")
+            && first.contains("WARN"),
+        "{first}"
+    );
+    // Alive, not ready, and the metric says so.
+    assert_eq!(get_when_up(&http, "/healthz").0, 200);
+    assert_eq!(get(&http, "/readyz").0, 503);
+    let (_, metrics) = get(&http, "/metrics");
+    assert!(metrics.contains("\ntoolcalls_ready 0"), "{metrics}");
+
+    // Said again while it lasts, but not more than that.
+    let again = run.wait_for("still cannot reach the Kafka brokers", WAIT);
+    assert!(again.contains("Connection refused"), "{again}");
+    let said = run
+        .log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains("cannot reach the Kafka brokers"))
+        .count();
+    let elapsed = run.started.elapsed().as_secs();
+    assert!(
+        said <= 2 + (elapsed / 10) as usize,
+        "{said} reports in {elapsed} s:\n{}",
+        run.log()
+    );
+    assert_eq!(get(&http, "/readyz").0, 503);
+
+    // A clean, prompt stop while waiting; and no colours in a log that is not a terminal.
+    let stopping = Instant::now();
+    assert!(run.terminate(WAIT).success(), "{}", run.log());
+    assert!(
+        stopping.elapsed() < Duration::from_secs(5),
+        "SIGTERM took {:?}",
+        stopping.elapsed()
+    );
+    let log = run.log();
+    assert!(
+        !log.contains('\u{1b}'),
+        "escape codes in a redirected log:\n{log}"
+    );
+    assert!(!log.contains("ERROR"), "{log}");
+}
+
+#[test]
+fn topics_create_without_a_broker_gives_up_at_its_timeout_saying_what_to_check() {
+    let broker = format!("127.0.0.1:{}", closed_port());
+    let mut topics = Toolcalls::spawn(
+        &[
+            "topics",
+            "create",
+            "--brokers",
+            &broker,
+            "--kafka-timeout-ms",
+            "4000",
+        ],
+        &[],
+    );
+    let first = topics.wait_for("toolcalls topics: cannot reach the Kafka brokers", WAIT);
+    assert!(
+        topics.started.elapsed() < FIRST_REPORT
+            && first.contains(&format!("at {broker}:"))
+            && first.contains("Connection refused"),
+        "{first}"
+    );
+    let status = topics.exit(WAIT);
+    assert_eq!(status.code(), Some(2), "{}", topics.log());
+    let log = topics.log();
+    let error = log
+        .lines()
+        .find(|l| l.starts_with("error: "))
+        .unwrap_or_else(|| panic!("no error line:\n{log}"));
+    assert!(
+        error.contains("--kafka-timeout-ms (4000 ms)")
+            && error.contains(&format!("cannot reach the Kafka brokers at {broker}"))
+            && error.contains("Connection refused")
+            && error.contains("check --brokers"),
+        "{error}"
+    );
+}
+
+#[test]
+fn ingest_without_a_broker_gives_up_at_the_delivery_timeout_saying_what_to_check() {
+    let broker = format!("127.0.0.1:{}", closed_port());
+    let args = [
+        "ingest",
+        "-q",
+        "--format",
+        "claude-code-hooks",
+        SAMPLE,
+        "--brokers",
+        &broker,
+    ];
+    // The flag.
+    let mut ingest = Toolcalls::spawn(&[&args[..], &["--delivery-timeout", "3s"]].concat(), &[]);
+    let first = ingest.wait_for("toolcalls ingest: cannot reach the Kafka brokers", WAIT);
+    assert!(
+        ingest.started.elapsed() < FIRST_REPORT
+            && first.contains(&format!("at {broker}:"))
+            && first.contains("Connection refused"),
+        "{first}"
+    );
+    assert_eq!(ingest.exit(WAIT).code(), Some(2), "{}", ingest.log());
+    let log = ingest.log();
+    let error = log
+        .lines()
+        .find(|l| l.starts_with("error: "))
+        .unwrap_or_else(|| panic!("no error line:\n{log}"));
+    assert!(
+        error.contains("gave up after 3s (the delivery timeout, --delivery-timeout)")
+            && error.contains("Connection refused")
+            && error.contains("check --brokers"),
+        "{error}"
+    );
+    assert!(
+        ingest.started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        ingest.started.elapsed()
+    );
+
+    // The same setting from the environment, and from the config file's [ingest] table.
+    let dir = std::env::temp_dir().join(format!("toolcalls-failures-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("ingest.toml");
+    std::fs::write(&config, "[ingest]\ndelivery_timeout = \"2s\"\n").unwrap();
+    let config = config.to_str().unwrap();
+    for (extra, env, want) in [
+        (
+            &[][..],
+            &[("TOOLCALLS_DELIVERY_TIMEOUT", "1s")][..],
+            "after 1s",
+        ),
+        (&["--config", config][..], &[][..], "after 2s"),
+    ] {
+        let mut ingest = Toolcalls::spawn(&[&args[..], extra].concat(), env);
+        assert_eq!(ingest.exit(WAIT).code(), Some(2), "{}", ingest.log());
+        assert!(ingest.log().contains(want), "{want}:\n{}", ingest.log());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn topics_create_help_lists_what_topics_needs_and_none_of_the_processors_knobs() {
+    let out = Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+        .args(["topics", "create", "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    for wanted in [
+        "--partitions",
+        "--output-partitions",
+        "--replication",
+        "--brokers",
+        "--group",
+        "--kafka ",
+        "--kafka-timeout-ms",
+        "--announce-topic",
+        "--completion-topic",
+        "--records-topic",
+        "--dlq-topic",
+        "--changelog-topic",
+        "--config",
+    ] {
+        assert!(help.contains(wanted), "{wanted} missing:\n{help}");
+    }
+    for unwanted in [
+        "--instance-id",
+        "--guarantee",
+        "--commit-interval-ms",
+        "--http-addr",
+        "--log-format",
+        "--max-inflight-bytes",
+        "--call-timeout",
+        "--turn-grace",
+        "Correlation rules",
+    ] {
+        assert!(!help.contains(unwanted), "{unwanted} listed:\n{help}");
+    }
+}
