@@ -35,19 +35,15 @@ async fn the_query_api_needs_its_token_and_lives_apart_from_metrics() {
     let pending = format!("http://{api}/v1/sessions/{session}/pending");
     let bearer = format!("Authorization: Bearer {token}");
 
-    let (body, status) = tokio::task::spawn_blocking({
+    let (status, body) = tokio::task::spawn_blocking({
         let (pending, bearer) = (pending.clone(), bearer.clone());
         move || {
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-            loop {
-                let (status, body) = curl(&pending, &["-H", &bearer]);
-                if body.matches("\"metadata\":{\"name\"").count() >= 2
-                    || std::time::Instant::now() > deadline
-                {
-                    return (body, status);
-                }
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
+            let mut answer = (0, String::new());
+            wait_until("both calls pending", || {
+                answer = curl(&pending, &["-H", &bearer]);
+                answer.1.matches("\"metadata\":{\"name\"").count() >= 2
+            });
+            answer
         }
     })
     .await

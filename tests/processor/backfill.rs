@@ -7,7 +7,7 @@
 
 use crate::harness::*;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use toolcalls_model::ToolCallRecord;
 
@@ -37,20 +37,9 @@ fn comparable(r: &ToolCallRecord) -> (String, String) {
 }
 
 /// `toolcalls local` on one file, with `--at-end MODE`.
-fn local(format: &str, path: &PathBuf, at_end: &str) -> BTreeMap<String, String> {
-    let out = Command::new(env!("CARGO_BIN_EXE_toolcalls"))
-        .env_clear()
-        .args(["local", "-q", "--format", format, "--at-end", at_end])
-        .arg(path)
-        .output()
-        .expect("toolcalls local");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
+fn local(format: &str, path: &Path, at_end: &str) -> BTreeMap<String, String> {
+    let path = path.to_str().expect("a UTF-8 path");
+    toolcalls_ok(&["local", "-q", "--format", format, "--at-end", at_end, path])
         .lines()
         .map(|l| comparable(&serde_json::from_str(l).expect("a record")))
         .collect()

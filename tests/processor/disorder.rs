@@ -6,7 +6,6 @@
 
 use crate::harness::*;
 use std::path::Path;
-use std::process::Command;
 use toolcalls_model::{Event, ToolCallRecord};
 use toolcalls_workload::{delay_results, disorder_ms};
 
@@ -15,20 +14,6 @@ const FILES: [(&str, &str); 2] = [
     ("codex", "codex/agentcmd-rollout-01997ea4.jsonl"),
     ("claude-code", "claude-code/agentcmd-full-session-two.jsonl"),
 ];
-
-fn toolcalls(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_toolcalls"))
-        .env_clear()
-        .args(args)
-        .output()
-        .expect("run toolcalls");
-    assert!(
-        out.status.success(),
-        "toolcalls {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 /// The events `ingest` makes of a fixture, with or without ids.
 fn events(format: &str, path: &Path, out: &Path, drop_ids: bool) -> Vec<String> {
@@ -44,7 +29,7 @@ fn events(format: &str, path: &Path, out: &Path, drop_ids: bool) -> Vec<String> 
     if drop_ids {
         args.push("--drop-ids");
     }
-    toolcalls(&args);
+    toolcalls_ok(&args);
     std::fs::read_to_string(out)
         .unwrap()
         .lines()
@@ -89,7 +74,7 @@ async fn jittered_id_less_fixtures_pair_as_the_ids_would() {
         events(format, &path, &ids, false);
         // The records the ids give, closed while the file is read.
         truth.extend(
-            toolcalls(&["local", "-q", "--at-end", "keep", ids.to_str().unwrap()])
+            toolcalls_ok(&["local", "-q", "--at-end", "keep", ids.to_str().unwrap()])
                 .lines()
                 .map(|l| pairing(&serde_json::from_str(l).unwrap())),
         );
@@ -168,21 +153,9 @@ async fn the_audit_accounts_for_held_events() {
     ]
     .map(str::to_owned)
     .to_vec();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_toolcalls"))
-            .env_clear()
-            .args(&args)
-            .output()
-            .expect("toolcalls audit")
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = tokio::task::spawn_blocking(move || toolcalls_ok(&args))
+        .await
+        .unwrap();
     for part in [
         "0 records",
         "held:     12 events",

@@ -405,6 +405,30 @@ fn dechunk(body: &str) -> String {
     out
 }
 
+/// `toolcalls ARGS` with none of the caller's environment: its standard output; fails the test,
+/// showing standard error, when the command fails.
+pub fn toolcalls_ok<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+        .env_clear()
+        .args(args)
+        .output()
+        .expect("run toolcalls");
+    let show = |args: &[S]| {
+        args.iter()
+            .map(|a| a.as_ref().to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert!(
+        out.status.success(),
+        "toolcalls {} failed: {}{}",
+        show(args),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("toolcalls writes UTF-8")
+}
+
 /// A processor running as a child process (`toolcalls run`), killed on drop.
 pub struct Proc {
     pub child: Child,
