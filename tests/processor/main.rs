@@ -21,4 +21,5 @@ mod operate;
 mod poison;
 mod prom;
 mod restart;
+mod spans;
 mod split;

@@ -9,6 +9,8 @@
 use crate::core_settings::CoreArgs;
 use crate::error::Error;
 use crate::redact_settings::RedactArgs;
+pub use crate::secret::Secret;
+use crate::spans::settings::SpanArgs;
 use clap::{Args, ValueEnum};
 use std::net::SocketAddr;
 use toolcalls_settings::{parse_key_value, ConfigFile};
@@ -220,29 +222,15 @@ pub struct Settings {
     /// [`RunArgs::into_settings`].
     #[arg(skip)]
     pub redact: RedactArgs,
+    /// Span export: [`SpanArgs`] on the command line, set by [`RunArgs::into_settings`].
+    #[arg(skip)]
+    pub spans: SpanArgs,
 }
 
 /// The declared defaults of every option, whatever the environment says.
 impl Default for Settings {
     fn default() -> Self {
         toolcalls_settings::defaults()
-    }
-}
-
-/// A value that must not show in logs or debug output (a token).
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(pub String);
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("<secret>")
-    }
-}
-
-impl std::str::FromStr for Secret {
-    type Err = std::convert::Infallible;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(Secret(s.to_owned()))
     }
 }
 
@@ -326,6 +314,7 @@ impl Settings {
         }
         self.core.validate().map_err(Error::Config)?;
         self.redact.resolve().map_err(Error::Config)?;
+        self.spans.validate().map_err(Error::Config)?;
         for (k, _) in &self.kafka {
             if matches!(
                 k.as_str(),
@@ -350,6 +339,8 @@ pub struct RunArgs {
     pub core: CoreArgs,
     #[command(flatten, next_help_heading = "Redaction")]
     pub redact: RedactArgs,
+    #[command(flatten, next_help_heading = "OpenTelemetry spans")]
+    pub spans: SpanArgs,
 }
 
 impl RunArgs {
@@ -359,6 +350,12 @@ impl RunArgs {
         let mut s = self.settings;
         s.core = self.core.resolve().map_err(Error::Config)?;
         s.redact = self.redact;
+        s.spans = self.spans;
+        let file_headers = file.pairs("otlp_header").into_iter();
+        s.spans.otlp_header = file_headers
+            .map(|(k, v)| (k, Secret(v)))
+            .chain(s.spans.otlp_header)
+            .collect();
         s.kafka = file.pairs("kafka").into_iter().chain(s.kafka).collect();
         s.validate()?;
         Ok(s)

@@ -32,7 +32,8 @@
 //! Around them: `startup.rs` wires the stages together ([`start`], [`run`]); `client.rs` holds
 //! the librdkafka configurations and the producer's context; `telemetry/` the log line and metric
 //! moves of every observable event, one file per stage, over the metrics of `metrics.rs`;
-//! `http.rs` serves metrics, health, readiness and the query API; `topics.rs` creates and checks
+//! `http.rs` serves metrics, health, readiness and the query API; `spans/` exports records as
+//! OpenTelemetry spans; `topics.rs` creates and checks
 //! the topics; `failpoint.rs` is the crash-test hook.
 //!
 //! # Guarantees
@@ -60,6 +61,8 @@ pub mod metrics;
 pub mod output;
 mod partition;
 pub mod redact_settings;
+mod secret;
+pub mod spans;
 mod startup;
 mod telemetry;
 pub mod topics;

@@ -15,6 +15,7 @@ use crate::input::group::{ConsumerCtx, GroupConsumer, GroupEvent};
 use crate::metrics::Metrics;
 use crate::output::Topics;
 use crate::partition::{Limits, PoisonRegistry, TaskEnv};
+use crate::spans::{self, SpanMaker, SpanMetrics, SpanQueue};
 use crate::telemetry::broker::{broker_watch, TopicsChecked, TopicsWaiting, TOPICS_RECHECK};
 use crate::topics::{check_topics, MAX_OUTPUT_MESSAGE_BYTES};
 use dashmap::DashMap;
@@ -114,10 +115,19 @@ pub async fn start(settings: Settings, registry: Registry) -> Result<Running, Er
     let settings = Arc::new(settings);
     let metrics = Metrics::new(&registry);
     let watch = broker_watch(&settings.brokers);
+    let spans = start_span_export(&settings, &registry)?;
     let (http, http_addr, api_addr, http_stop) = serve_http(&settings, &registry).await?;
     let (shutdown_tx, shutdown_rx) = oneshot::channel();
     let join = tokio::spawn(async move {
-        let result = boot_and_run(settings, metrics, watch, http.clone(), shutdown_rx).await;
+        let (queue, exporter) = spans.unzip();
+        let flush_within = settings.spans.otlp_timeout.0 + Duration::from_secs(1);
+        let result = boot_and_run(settings, metrics, watch, http.clone(), queue, shutdown_rx).await;
+        // Every queue is dropped with the coordinator: the exporter sends what is left and ends.
+        if let Some(exporter) = exporter {
+            if tokio::time::timeout(flush_within, exporter).await.is_err() {
+                tracing::warn!("spans still queued at shutdown were not all exported in time");
+            }
+        }
         http.alive.store(false, Ordering::Release);
         http.ready.store(false, Ordering::Release);
         let _ = http_stop.send(());
@@ -142,6 +152,7 @@ async fn boot_and_run(
     metrics: Metrics,
     watch: Arc<BrokerWatch>,
     http: Arc<HttpState>,
+    spans: Option<SpanQueue>,
     mut shutdown: oneshot::Receiver<()>,
 ) -> Result<(), Error> {
     let partitions = tokio::select! {
@@ -200,6 +211,7 @@ async fn boot_and_run(
         failpoints: failpoints.clone(),
         batches,
         redaction: settings.redact.resolve().map_err(Error::Config)?,
+        spans: spans.is_some().then(SpanMaker::default),
     });
     let (restored_tx, restored_rx) = mpsc::unbounded_channel();
     let coordinator = Coordinator {
@@ -224,8 +236,24 @@ async fn boot_and_run(
         settings,
         metrics,
         joined: false,
+        spans,
     };
     coordinator.run(events_rx, restored_rx, shutdown).await
+}
+
+/// Starts the span exporter when `--otlp-endpoint` is set.
+fn start_span_export(
+    settings: &Settings,
+    registry: &Registry,
+) -> Result<Option<(SpanQueue, tokio::task::JoinHandle<()>)>, Error> {
+    let Some(url) = settings.spans.traces_url().map_err(Error::Config)? else {
+        return Ok(None);
+    };
+    let metrics = SpanMetrics::new(registry);
+    let started = spans::start(&settings.spans, url.clone(), &settings.instance_id, metrics)
+        .map_err(Error::Config)?;
+    tracing::info!(endpoint = %url, "exporting records as OpenTelemetry spans");
+    Ok(Some(started))
 }
 
 /// Waits until the brokers answer and the topics are there and co-partitioned, saying meanwhile

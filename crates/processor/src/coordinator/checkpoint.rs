@@ -76,6 +76,13 @@ impl Batch {
         self.reports.iter().map(|r| r.outputs).sum()
     }
 
+    /// The spans of the batch's records (span export on).
+    pub fn take_spans(&mut self) -> impl Iterator<Item = opentelemetry_sdk::trace::SpanData> + '_ {
+        self.reports
+            .iter_mut()
+            .flat_map(|r| std::mem::take(&mut r.spans))
+    }
+
     /// The next input offsets to commit, of the partitions whose offsets moved.
     pub fn offsets(&self, input_topics: &[String; 2]) -> TopicPartitionList {
         let mut offsets = TopicPartitionList::new();

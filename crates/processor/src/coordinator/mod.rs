@@ -35,6 +35,8 @@ pub(crate) struct Coordinator {
     pub transactions: Transactions,
     /// The consumer received its first assignment (possibly empty).
     pub joined: bool,
+    /// Where the spans of committed records go (`--otlp-endpoint`).
+    pub spans: Option<crate::spans::SpanQueue>,
 }
 
 impl Coordinator {
@@ -120,7 +122,7 @@ impl Coordinator {
         if asked.is_empty() {
             return Ok(());
         }
-        let batch = match asked.collect().await {
+        let mut batch = match asked.collect().await {
             Ok(batch) => batch,
             Err(why) => return self.abort_and_rewind(&why).await,
         };
@@ -148,6 +150,10 @@ impl Coordinator {
                     return self.abort_and_rewind(&e.to_string()).await;
                 }
             }
+        }
+        // Only now are the records visible downstream: their spans may go.
+        if let Some(spans) = &self.spans {
+            spans.offer(batch.take_spans());
         }
         batch.resume(stopping);
         Ok(())

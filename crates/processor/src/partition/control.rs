@@ -37,4 +37,7 @@ pub(crate) struct Checkpointed {
     pub outputs: usize,
     /// A produce call refused a message: the batch must be aborted.
     pub error: Option<KafkaError>,
+    /// The spans of the records published since the last checkpoint (span export on): exported
+    /// once the batch committed.
+    pub spans: Vec<opentelemetry_sdk::trace::SpanData>,
 }

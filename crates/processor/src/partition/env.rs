@@ -33,4 +33,6 @@ pub(crate) struct TaskEnv {
     pub batches: Arc<BatchPool>,
     /// Applied to every record before it leaves the process (published or answered).
     pub redaction: toolcalls_model::redact::Redaction,
+    /// Converts published records to spans when they are exported (`--otlp-endpoint`).
+    pub spans: Option<crate::spans::SpanMaker>,
 }

@@ -31,6 +31,8 @@ pub(crate) struct PartitionTask {
     correlator: Correlator,
     /// Records the correlator closed, reused from one step to the next.
     effects: Effects,
+    /// Spans of the records published since the last checkpoint (span export on).
+    spans: Vec<opentelemetry_sdk::trace::SpanData>,
     env: Arc<TaskEnv>,
     inflight: Arc<Inflight>,
     admission: Admission,
@@ -52,6 +54,7 @@ impl PartitionTask {
             partition,
             correlator,
             effects: Effects::default(),
+            spans: Vec::new(),
             admission: Admission::new(next, env.poisoned.of(partition)),
             clock: Clock::new(env.input_idle),
             outbox: Outbox::new(partition, env.clone()),
@@ -177,6 +180,7 @@ impl PartitionTask {
             produced,
             outputs,
             error,
+            spans: std::mem::take(&mut self.spans),
         }
     }
 
@@ -371,6 +375,9 @@ impl PartitionTask {
         for record in &mut self.effects.records {
             self.env.topics.name_provenance(self.partition, record);
             self.env.redaction.apply(record);
+            if let Some(spans) = &self.env.spans {
+                self.spans.push(spans.span(record));
+            }
             self.telemetry.record_published(record, self.clock.now_ms());
             self.outbox.record(record).await;
         }
