@@ -18,6 +18,7 @@ mod ingest;
 mod kill;
 mod ledger;
 mod operate;
+mod owner;
 mod poison;
 mod prom;
 mod restart;

@@ -6,6 +6,7 @@
 //! [`DashMap`](dashmap::DashMap) indexes the live partition tasks (the coordinator is its only
 //! writer), and a query is a message to each task, answered between two chunks of input.
 
+use crate::ownership::{Member, Ownership};
 use crate::partition::{PartitionMsg, Query};
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
@@ -30,6 +31,8 @@ pub(crate) struct HttpState {
     pub ready: AtomicBool,
     /// The coordinator loop is alive.
     pub alive: AtomicBool,
+    /// Where sessions are: their partitions and the partitions' owners.
+    pub ownership: Ownership,
 }
 
 const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -49,6 +52,7 @@ pub(crate) fn api_router(state: Arc<HttpState>, token: Option<String>) -> Router
         .route("/v1/tool-calls/{id}", get(tool_call))
         .route("/v1/sessions/{session}/pending", get(session_pending))
         .route("/v1/sessions/{session}/calls/{call_id}", get(session_call))
+        .route("/v1/sessions/{session}/owner", get(session_owner))
         .with_state(state);
     match token {
         Some(token) => router.layer(axum::middleware::from_fn_with_state(
@@ -196,18 +200,21 @@ async fn session_call(
     let thread = scope.thread.map(toolcalls_model::ThreadId::from);
     let id = RecordId::derive(
         &toolcalls_model::Source::from(source),
-        &SessionId::from(session),
+        &SessionId::from(session.as_str()),
         thread.as_ref(),
         &call_id,
     );
     let found: Vec<Option<ToolCallRecord>> = ask_all(&s, |tx| Query::Get(id, tx)).await;
-    match found.into_iter().flatten().next() {
-        Some(record) => Json(record).into_response(),
-        None => error(
-            StatusCode::NOT_FOUND,
-            format!("no pending call {call_id} (record {id}) on this instance; finished calls are on the records topic, and other instances own other partitions"),
-        ),
+    if let Some(record) = found.into_iter().flatten().next() {
+        return Json(record).into_response();
     }
+    if let Some(elsewhere) = misdirected(&s, session.as_str()).await {
+        return elsewhere;
+    }
+    error(
+        StatusCode::NOT_FOUND,
+        format!("no pending call {call_id} (record {id}): finished calls are on the records topic"),
+    )
 }
 
 async fn session_pending(State(s): State<Arc<HttpState>>, Path(session): Path<String>) -> Response {
@@ -215,6 +222,87 @@ async fn session_pending(State(s): State<Arc<HttpState>>, Path(session): Path<St
     let answers: Vec<Vec<ToolCallRecord>> =
         ask_all(&s, |tx| Query::Session(session.clone(), tx)).await;
     let mut pending: Vec<ToolCallRecord> = answers.into_iter().flatten().collect();
+    // Nothing here: "nothing pending" only if this instance owns the session's partition.
+    if pending.is_empty() {
+        if let Some(elsewhere) = misdirected(&s, session.as_str()).await {
+            return elsewhere;
+        }
+    }
     pending.sort_by_key(|r| r.created_at);
     Json(json!({ "session": session.as_str(), "pending": pending })).into_response()
+}
+
+/// Where a session is: its partition, whether this instance owns it, and which instance does.
+async fn session_owner(State(s): State<Arc<HttpState>>, Path(session): Path<String>) -> Response {
+    let Some((partition, partitions)) = s.ownership.partition_of(&session) else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the input topics have not been checked yet; ask again once /readyz answers 200".into(),
+        );
+    };
+    let here = s.partitions.contains_key(&partition);
+    let (owner, lookup_error) = owner_of(&s, partition, here).await;
+    Json(json!({
+        "session": session,
+        "partition": partition,
+        "partitions": partitions,
+        "here": here,
+        "instanceId": s.ownership.instance_id,
+        "owner": owner,
+        "ownerUnknownBecause": lookup_error,
+    }))
+    .into_response()
+}
+
+/// The owner of `partition`: this instance when it owns it, else from the group's description.
+async fn owner_of(s: &HttpState, partition: i32, here: bool) -> (Option<Member>, Option<String>) {
+    if here {
+        let id = s.ownership.instance_id.clone();
+        return (
+            Some(Member {
+                client_id: format!("toolcalls-{id}-consumer"),
+                instance_id: Some(id),
+                host: String::new(),
+            }),
+            None,
+        );
+    }
+    match s.ownership.owner(partition, QUERY_TIMEOUT).await {
+        Ok(Some(m)) => (Some(m), None),
+        Ok(None) => (
+            None,
+            Some("no member of the group holds the partition (a rebalance?)".into()),
+        ),
+        Err(e) => (None, Some(e)),
+    }
+}
+
+/// `421 Misdirected Request` naming the owner, when `session`'s partition is not this
+/// instance's; `None` when it is (or cannot be known yet).
+async fn misdirected(s: &HttpState, session: &str) -> Option<Response> {
+    let (partition, _) = s.ownership.partition_of(session)?;
+    if s.partitions.contains_key(&partition) {
+        return None;
+    }
+    let (owner, why) = owner_of(s, partition, false).await;
+    let whom = match owner.as_ref().and_then(|m| m.instance_id.as_deref()) {
+        Some(id) => format!("instance {id}"),
+        None => "another instance".to_owned(),
+    };
+    let message = format!(
+        "session {session} is on partition {partition}, which {whom} owns, not this one ({}): ask it (GET /v1/sessions/{{session}}/owner says which)",
+        s.ownership.instance_id
+    );
+    Some(
+        (
+            StatusCode::MISDIRECTED_REQUEST,
+            Json(json!({
+                "error": message,
+                "partition": partition,
+                "owner": owner,
+                "ownerUnknownBecause": why,
+            })),
+        )
+            .into_response(),
+    )
 }

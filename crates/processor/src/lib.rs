@@ -59,6 +59,7 @@ mod input;
 pub mod logging;
 pub mod metrics;
 pub mod output;
+mod ownership;
 mod partition;
 pub mod redact_settings;
 mod secret;

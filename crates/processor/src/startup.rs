@@ -14,6 +14,7 @@ use crate::input::consumer::{run_consumer_loop, ConsumerCmd, LoopConfig};
 use crate::input::group::{ConsumerCtx, GroupConsumer, GroupEvent};
 use crate::metrics::Metrics;
 use crate::output::Topics;
+use crate::ownership::Ownership;
 use crate::partition::{Limits, PoisonRegistry, TaskEnv};
 use crate::spans::{self, SpanMaker, SpanMetrics, SpanQueue};
 use crate::telemetry::broker::{broker_watch, TopicsChecked, TopicsWaiting, TOPICS_RECHECK};
@@ -163,6 +164,7 @@ async fn boot_and_run(
             return Ok(());
         }
     };
+    http.ownership.set_partitions(partitions);
     TopicsChecked {
         partitions,
         group: &settings.group,
@@ -184,6 +186,7 @@ async fn boot_and_run(
     let batches = Arc::new(BatchPool::default());
     let (consumer, commands) =
         start_consumer(&settings, &metrics, &watch, events_tx, batches.clone())?;
+    http.ownership.set_consumer(consumer.clone());
 
     let env = Arc::new(TaskEnv {
         producer: producer.clone(),
@@ -365,6 +368,11 @@ async fn serve_http(
         partitions: DashMap::new(),
         ready: false.into(),
         alive: true.into(),
+        ownership: Ownership::new(
+            settings.instance_id.clone(),
+            settings.group.clone(),
+            settings.topics.announce.clone(),
+        ),
     });
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(());
     let http_addr = serve(

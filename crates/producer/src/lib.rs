@@ -13,8 +13,10 @@
 //! [`Publisher::check_topics`] gives up on brokers that do not answer within it. Meanwhile a
 //! [`BrokerWatch`] says which brokers cannot be reached and why, at a modest rate ([`reach`]).
 
+pub mod partitioner;
 pub mod reach;
 
+pub use partitioner::partition_of;
 pub use reach::{BrokerWatch, Notice, Trouble, REPEAT_EVERY};
 
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
