@@ -39,7 +39,7 @@ pub struct Args {
 #[group(id = "ingest")]
 struct Opts {
     /// The files' format: claude-code, claude-code-stream, claude-code-hooks, anthropic,
-    /// openai-chat, openai-responses, codex, codex-exec, gemini-cli, gemini, mcp, otel; `auto`
+    /// openai-chat, openai-responses, codex, codex-exec, gemini-cli, gemini, mcp, otel, adk; `auto`
     /// detects it per file when only one fits (see docs/ADAPTERS.md)
     #[arg(
         long,

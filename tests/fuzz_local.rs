@@ -15,22 +15,13 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-const FORMATS: &[&str] = &[
-    "v1",
-    "auto",
-    "claude-code",
-    "claude-code-stream",
-    "claude-code-hooks",
-    "codex",
-    "codex-exec",
-    "gemini-cli",
-    "gemini",
-    "openai-chat",
-    "openai-responses",
-    "anthropic",
-    "mcp",
-    "otel",
-];
+/// `v1`, `auto`, then every adapter's format (so a new adapter is fuzzed without a change here).
+fn formats() -> Vec<&'static str> {
+    ["v1", "auto"]
+        .into_iter()
+        .chain(toolcalls_adapters::Format::ALL.iter().map(|f| f.name()))
+        .collect()
+}
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -63,12 +54,13 @@ fn toolcalls_local_never_panics() {
     let budget = fuzz::Budget::from_env(60);
     let dir = std::env::temp_dir().join(format!("toolcalls-fuzz-local-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    let formats = formats();
     let format = std::cell::Cell::new("v1");
     fuzz::run(
         "toolcalls_local",
         &budget,
         |rng, case| {
-            format.set(FORMATS[(case % FORMATS.len() as u64) as usize]);
+            format.set(formats[(case % formats.len() as u64) as usize]);
             let base = rng.pick(&corpus).clone();
             fuzz::mutate(rng, &base, &corpus, &odd)
         },

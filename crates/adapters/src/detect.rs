@@ -61,6 +61,9 @@ fn object(v: &Value) -> Option<Format> {
     {
         return Some(Format::Mcp);
     }
+    if crate::adk::looks_like(v) {
+        return Some(Format::Adk);
+    }
     if has("payload")
         && matches!(
             ty,
@@ -229,6 +232,27 @@ mod tests {
         for (path, text, want) in cases {
             assert_eq!(detect(path, text.as_bytes()), want, "{text}");
         }
+    }
+
+    #[test]
+    fn detects_adk_bus_events_wrapped_or_bare() {
+        let cases = [
+            r#"{"event":"toolCall","payload":{"id":"c1","tool":"add","args":{},"checksum":"","isComplete":false}}"#,
+            r#"{"event":"turnStart","session":"s","payload":{"turnId":"t","startedAt":"2026-05-04T10:00:00.000+02:00"}}"#,
+            r#"{"id":"c1","tool":"add","args":{"a":1},"checksum":"","createdAt":"2026-05-04T10:00:00.000+02:00","updatedAt":"2026-05-04T10:00:00.000+02:00","isComplete":false,"isError":false}"#,
+            r#"{"toolName":"add","turnId":"d","callId":"","args":{},"startedAt":"2026-05-04T10:00:00.000+02:00"}"#,
+            r#"{"turnId":"t","startedAt":"2026-05-04T10:00:00.000+02:00"}"#,
+        ];
+        for text in cases {
+            assert_eq!(
+                detect("bus.jsonl", text.as_bytes()),
+                Some(Format::Adk),
+                "{text}"
+            );
+        }
+        // Other events of the buses say nothing about the format on their own.
+        let message = r#"{"event":"message","payload":{"id":"m","aDelta":"hi"}}"#;
+        assert_eq!(detect("bus.jsonl", message.as_bytes()), None);
     }
 
     #[test]

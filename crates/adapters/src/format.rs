@@ -30,11 +30,14 @@ pub enum Format {
     Mcp,
     /// OpenTelemetry GenAI `execute_tool` spans in OTLP JSON.
     Otel,
+    /// @nhtio/adk bus events (`toolCall`, `toolExecutionStart` / `End`, `turnStart` / `End`) logged
+    /// one per line.
+    Adk,
 }
 
 impl Format {
     /// Every format, in the order `--help` lists them.
-    pub const ALL: [Format; 12] = [
+    pub const ALL: [Format; 13] = [
         Format::ClaudeCode,
         Format::ClaudeCodeStream,
         Format::ClaudeCodeHooks,
@@ -47,6 +50,7 @@ impl Format {
         Format::Gemini,
         Format::Mcp,
         Format::Otel,
+        Format::Adk,
     ];
 
     /// The `--format` name (kebab-case).
@@ -64,6 +68,7 @@ impl Format {
             Format::Gemini => "gemini",
             Format::Mcp => "mcp",
             Format::Otel => "otel",
+            Format::Adk => "adk",
         }
     }
 
@@ -81,6 +86,7 @@ impl Format {
             Format::Gemini => "gemini",
             Format::Mcp => "mcp",
             Format::Otel => "otel",
+            Format::Adk => "adk",
         }
     }
 }
@@ -93,7 +99,7 @@ impl fmt::Display for Format {
 
 /// `--format` got a name that is not one of [`Format::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown format `{0}`; expected one of claude-code, claude-code-stream, claude-code-hooks, anthropic, openai-chat, openai-responses, codex, codex-exec, gemini-cli, gemini, mcp, otel")]
+#[error("unknown format `{0}`; expected one of claude-code, claude-code-stream, claude-code-hooks, anthropic, openai-chat, openai-responses, codex, codex-exec, gemini-cli, gemini, mcp, otel, adk")]
 pub struct UnknownFormat(pub String);
 
 impl FromStr for Format {

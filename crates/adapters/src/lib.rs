@@ -4,7 +4,8 @@
 //! content block and links results by `tool_use.id`, Codex links `function_call_output` by
 //! `call_id`, `codex exec --json` restarts `item_N` per thread, Gemini CLI stores call and result
 //! merged, OpenAI streams send the call id only in the first chunk, MCP JSON-RPC ids are only unique
-//! per session, and many formats have no ids at all. This crate turns each of them into the same
+//! per session, @nhtio/adk ties a call's emissions by a stream id but its execution events only by
+//! checksum, and many formats have no ids at all. This crate turns each of them into the same
 //! v1 [`Event`]s (`announce`, `completion`, `turn_end`, `turn_aborted`, …) so the correlation core
 //! never sees a native format.
 //!
@@ -34,6 +35,7 @@
 //!   mistake the second call for a repeat of the first.
 //! - What each format cannot provide is listed per format in `docs/ADAPTERS.md`.
 
+mod adk;
 mod anthropic;
 mod bodies;
 mod claude;
@@ -71,6 +73,7 @@ pub fn parse(format: Format, name: &str, input: &[u8], opts: &Options) -> Parsed
         Format::Gemini => gemini::api(&mut ctx, input),
         Format::Mcp => mcp::parse(&mut ctx, input),
         Format::Otel => otel::parse(&mut ctx, input),
+        Format::Adk => adk::parse(&mut ctx, input),
     }
     ctx.finish()
 }

@@ -151,7 +151,7 @@ const FIXTURE_CASES: [Golden; 9] = [
 ];
 
 /// Our own samples (see each file); the counts were worked out by reading them.
-const SAMPLE_CASES: [Golden; 12] = [
+const SAMPLE_CASES: [Golden; 13] = [
     Golden {
         order: Err("results repeat neither tool nor arguments, and parallel and subagent calls finish out of order"),
         ..golden("claude-stream-json.jsonl", Format::ClaudeCodeStream, 5, 5, 1, 0)
@@ -174,6 +174,9 @@ const SAMPLE_CASES: [Golden; 12] = [
     Golden { bad_lines: 1, ..golden("mcp-proxy.jsonl", Format::Mcp, 5, 5, 2, 1) },
     // One span without a tool name (reported).
     Golden { bad_lines: 1, ..golden("otel-genai-spans.jsonl", Format::Otel, 3, 3, 1, 0) },
+    // @nhtio/adk bus events: one execution end without its `callId` (reported); the call it
+    // belonged to never completes and the turn's end interrupts it.
+    Golden { bad_lines: 1, ..golden("nhtio-adk-bus-events.jsonl", Format::Adk, 5, 4, 1, 1) },
 ];
 
 /// One replay's view: pairs by input index, and counts.
