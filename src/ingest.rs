@@ -32,6 +32,8 @@ pub struct Args {
     opts: Opts,
     #[command(flatten, next_help_heading = "Kafka (without --out)")]
     publish: Publish,
+    #[command(flatten, next_help_heading = "Following (--follow)")]
+    follow: crate::follow::Opts,
 }
 
 /// `[ingest]` in the config file.
@@ -184,31 +186,11 @@ impl Sink for KafkaSink {
 }
 
 pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
+    if args.follow.follow {
+        return follow(args, file);
+    }
     let Some(out) = &args.opts.out else {
-        let Publish {
-            brokers,
-            kafka,
-            topics,
-        } = &args.publish;
-        // Brokers out of reach are said at once and every 10 s, quiet or not.
-        let watch = toolcalls_producer::BrokerWatch::new(brokers, |notice| {
-            eprintln!("toolcalls ingest: {notice}");
-        });
-        let publisher = toolcalls_producer::Publisher::with_watch(
-            toolcalls_producer::PublishSettings {
-                brokers: brokers.clone(),
-                announce_topic: topics.announce.clone(),
-                completion_topic: topics.completion.clone(),
-                kafka: file
-                    .pairs("kafka")
-                    .into_iter()
-                    .chain(kafka.clone())
-                    .collect(),
-                flush_timeout: args.opts.delivery_timeout.0,
-            },
-            std::sync::Arc::new(watch),
-        )?;
-        publisher.check_topics()?;
+        let publisher = publisher(&args, file)?;
         let mut sink = KafkaSink {
             publisher,
             quiet: args.opts.quiet,
@@ -231,6 +213,72 @@ pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
     if !args.opts.quiet {
         print_summary(&summaries);
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The producer of the input topics, once the brokers answer and both topics exist.
+fn publisher(args: &Args, file: &ConfigFile) -> anyhow::Result<toolcalls_producer::Publisher> {
+    let Publish {
+        brokers,
+        kafka,
+        topics,
+    } = &args.publish;
+    // Brokers out of reach are said at once and every 10 s, quiet or not.
+    let watch = toolcalls_producer::BrokerWatch::new(brokers, |notice| {
+        eprintln!("toolcalls ingest: {notice}");
+    });
+    let publisher = toolcalls_producer::Publisher::with_watch(
+        toolcalls_producer::PublishSettings {
+            brokers: brokers.clone(),
+            announce_topic: topics.announce.clone(),
+            completion_topic: topics.completion.clone(),
+            kafka: file
+                .pairs("kafka")
+                .into_iter()
+                .chain(kafka.clone())
+                .collect(),
+            flush_timeout: args.opts.delivery_timeout.0,
+        },
+        std::sync::Arc::new(watch),
+    )?;
+    publisher.check_topics()?;
+    Ok(publisher)
+}
+
+/// `--follow`: tails the files until stopped (`crate::follow`).
+fn follow(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
+    let o = &args.opts;
+    let outlet = match &o.out {
+        None => crate::follow::Outlet::Kafka(publisher(&args, file)?),
+        Some(out) if out.as_os_str() == "-" => {
+            crate::follow::Outlet::Lines(Box::new(std::io::stdout()))
+        }
+        Some(out) => crate::follow::Outlet::Lines(Box::new(BufWriter::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(out)
+                .with_context(|| format!("cannot open {}; check the --out path", out.display()))?,
+        ))),
+    };
+    let settings = crate::follow::Settings {
+        paths: args.files.clone(),
+        format: match o.format.as_str() {
+            "auto" => None,
+            name => Some(name.parse::<Format>()?),
+        },
+        options: Options {
+            drop_ids: o.drop_ids,
+            source: o.source.clone(),
+            session: o.session.clone(),
+            base_time: o.base_time,
+        },
+        strict: o.strict,
+        quiet: o.quiet,
+        checkpoint_dir: args.follow.checkpoint_dir.clone(),
+        poll_interval: args.follow.poll_interval.0,
+    };
+    crate::follow::run(settings, outlet)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -2,6 +2,7 @@
 
 mod audit;
 mod checksum;
+mod follow;
 mod ingest;
 mod local;
 mod run;

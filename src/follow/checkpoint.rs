@@ -1,0 +1,206 @@
+//! Checkpoints of `ingest --follow`: per followed file, which file it was (device, inode,
+//! fingerprint), how far it was read, and the digests of the events of it the broker
+//! acknowledged. One small JSON file per followed path under `--checkpoint-dir`, written
+//! atomically (a temporary file, fsync, rename, fsync of the directory), and only after the broker
+//! acknowledged every event it counts.
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The version of the checkpoint format this build writes and reads.
+const VERSION: u32 = 1;
+
+/// What is kept of one followed file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Checkpoint {
+    pub version: u32,
+    /// The path it was followed under.
+    pub path: String,
+    pub dev: u64,
+    pub ino: u64,
+    /// SHA-256 (first 8 bytes, hex) of the file's first `fingerprint_len` bytes.
+    pub fingerprint: String,
+    pub fingerprint_len: usize,
+    /// Bytes read into events: the complete lines, or the whole document, as last parsed.
+    pub position: u64,
+    /// Size and modification time when last read: unchanged means nothing new.
+    pub size: u64,
+    pub mtime_ns: i64,
+    /// The format it was read as.
+    pub format: Option<String>,
+    /// Events the last parse gave (for people reading the checkpoint).
+    pub events: u64,
+    /// Every event delivered and acknowledged, as [`Delivered`] keeps them.
+    pub delivered: Delivered,
+}
+
+/// The digests of the events delivered from one file, each as many times as it was delivered
+/// (a file may hold an event twice). Kept as sorted hex strings.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Delivered(HashMap<u64, u32>);
+
+impl Delivered {
+    /// How many times an event with this digest was delivered.
+    pub fn count(&self, digest: u64) -> u32 {
+        self.0.get(&digest).copied().unwrap_or(0)
+    }
+
+    pub fn add(&mut self, digest: u64) {
+        *self.0.entry(digest).or_default() += 1;
+    }
+
+    /// Distinct digests kept.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Keeps only the digests `keep` names: for a file whose events were rewritten many times
+    /// over, so that its checkpoint does not grow without bound.
+    pub fn retain(&mut self, keep: &HashMap<u64, u32>) {
+        self.0.retain(|d, _| keep.contains_key(d));
+    }
+}
+
+impl Serialize for Delivered {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut all: Vec<u64> = self
+            .0
+            .iter()
+            .flat_map(|(d, n)| std::iter::repeat_n(*d, *n as usize))
+            .collect();
+        all.sort_unstable();
+        s.collect_seq(all.iter().map(|d| format!("{d:016x}")))
+    }
+}
+
+impl<'de> Deserialize<'de> for Delivered {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut out = Delivered::default();
+        for hex in Vec::<String>::deserialize(d)? {
+            let digest = u64::from_str_radix(&hex, 16).map_err(serde::de::Error::custom)?;
+            out.add(digest);
+        }
+        Ok(out)
+    }
+}
+
+/// The checkpoint directory.
+pub struct Store {
+    dir: PathBuf,
+}
+
+impl Store {
+    /// Opens (creating) `dir`.
+    pub fn open(dir: &Path) -> anyhow::Result<Store> {
+        std::fs::create_dir_all(dir).with_context(|| {
+            format!(
+                "cannot create the checkpoint directory {}; check --checkpoint-dir",
+                dir.display()
+            )
+        })?;
+        Ok(Store {
+            dir: dir.to_owned(),
+        })
+    }
+
+    /// Every checkpoint in the directory. One that cannot be read is said and left out (its file
+    /// is then read from its start again; the processor drops what it already had).
+    pub fn load(&self) -> anyhow::Result<Vec<Checkpoint>> {
+        let mut out = Vec::new();
+        let entries = std::fs::read_dir(&self.dir)
+            .with_context(|| format!("cannot read {}", self.dir.display()))?;
+        for entry in entries {
+            let path = entry?.path();
+            if path.extension().and_then(|e| e.to_str()) != Some("json") {
+                continue;
+            }
+            match std::fs::read(&path)
+                .map_err(anyhow::Error::from)
+                .and_then(|b| Ok(serde_json::from_slice::<Checkpoint>(&b)?))
+            {
+                Ok(cp) if cp.version == VERSION => out.push(cp),
+                Ok(cp) => eprintln!(
+                    "toolcalls ingest: checkpoint {} has version {}, not {VERSION}; ignored (its file is read again from its start)",
+                    path.display(),
+                    cp.version
+                ),
+                Err(e) => eprintln!(
+                    "toolcalls ingest: cannot read checkpoint {} ({e}); ignored (its file is read again from its start)",
+                    path.display()
+                ),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Writes `cp` atomically: a crash leaves the old checkpoint or the new one, never a mix.
+    pub fn save(&self, cp: &Checkpoint) -> anyhow::Result<()> {
+        let cp = Checkpoint {
+            version: VERSION,
+            ..cp.clone()
+        };
+        let target = self.file_of(&cp.path);
+        let tmp = target.with_extension("json.tmp");
+        let write = || -> std::io::Result<()> {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(&serde_json::to_vec(&cp).map_err(std::io::Error::other)?)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &target)?;
+            // The rename itself is durable once the directory is.
+            std::fs::File::open(&self.dir)?.sync_all()
+        };
+        write().with_context(|| format!("cannot write the checkpoint {}", target.display()))
+    }
+
+    /// Removes the checkpoint of `path` (its file was followed under another name since).
+    pub fn remove(&self, path: &str) -> anyhow::Result<()> {
+        match std::fs::remove_file(self.file_of(path)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(e).with_context(|| format!("cannot remove the checkpoint of {path}"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// `<dir>/<first 16 hex digits of SHA-256 of the path>.json`.
+    fn file_of(&self, path: &str) -> PathBuf {
+        let d = Sha256::digest(path.as_bytes());
+        let name: String = d.iter().take(8).map(|b| format!("{b:02x}")).collect();
+        self.dir.join(format!("{name}.json"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_checkpoint_round_trips_and_replaces_the_old_one() {
+        let dir = std::env::temp_dir().join(format!("toolcalls-cp-{}", std::process::id()));
+        let store = Store::open(&dir).unwrap();
+        let mut cp = Checkpoint {
+            path: "/x/a.jsonl".into(),
+            position: 10,
+            ..Checkpoint::default()
+        };
+        cp.delivered.add(7);
+        cp.delivered.add(7);
+        cp.delivered.add(u64::MAX);
+        store.save(&cp).unwrap();
+        cp.position = 20;
+        store.save(&cp).unwrap();
+        let loaded = store.load().unwrap();
+        assert_eq!(loaded.len(), 1, "one file per path");
+        assert_eq!(loaded[0].position, 20);
+        assert_eq!(loaded[0].delivered.count(7), 2);
+        assert_eq!(loaded[0].delivered.count(u64::MAX), 1);
+        store.remove("/x/a.jsonl").unwrap();
+        assert!(store.load().unwrap().is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,57 @@
+//! How much of a file being written can be read: complete lines for the line formats (a last
+//! line without its newline is held until it has one), the whole file for a document (a Gemini
+//! CLI session, a pretty-printed body) once it is one complete JSON value — a document caught
+//! half-written is read at the next poll.
+
+use toolcalls_adapters::Format;
+
+/// The length of the part of `bytes` ready to be parsed as `format`; `None` while none is.
+pub fn ready(format: Format, bytes: &[u8]) -> Option<usize> {
+    if is_document(format, bytes) {
+        return serde_json::from_slice::<serde::de::IgnoredAny>(bytes)
+            .is_ok()
+            .then_some(bytes.len());
+    }
+    bytes.iter().rposition(|&b| b == b'\n').map(|i| i + 1)
+}
+
+/// Whether the file is one JSON document rather than lines: Gemini CLI sessions always are;
+/// another format is when it opens with `{` or `[` and its first line is not a JSON value.
+fn is_document(format: Format, bytes: &[u8]) -> bool {
+    if format == Format::GeminiCli {
+        return true;
+    }
+    let start = bytes
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(bytes.len());
+    let rest = &bytes[start..];
+    if !matches!(rest.first(), Some(b'{' | b'[')) {
+        return false;
+    }
+    match rest.iter().position(|&b| b == b'\n') {
+        // The first line is complete: a document unless it is a value of its own.
+        Some(end) => serde_json::from_slice::<serde::de::IgnoredAny>(&rest[..end]).is_err(),
+        // One line so far: a document only if it is one already; else wait for its newline.
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_wait_for_their_newline_and_documents_for_their_end() {
+        let f = Format::ClaudeCode;
+        assert_eq!(ready(f, b""), None);
+        assert_eq!(ready(f, b"{\"a\":1}"), None);
+        assert_eq!(ready(f, b"{\"a\":1}\n{\"b\""), Some(8));
+        let g = Format::GeminiCli;
+        assert_eq!(ready(g, b"{\n  \"messages\": [\n"), None);
+        assert_eq!(ready(g, b"{\n  \"messages\": []\n}\n"), Some(21));
+        let pretty = b"{\n  \"resourceSpans\": []\n}";
+        assert_eq!(ready(Format::Otel, &pretty[..12]), None);
+        assert_eq!(ready(Format::Otel, pretty), Some(pretty.len()));
+    }
+}

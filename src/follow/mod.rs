@@ -1,0 +1,375 @@
+//! `toolcalls ingest --follow`: tails agent transcripts as they are written and publishes what is
+//! new, surviving its own restarts through per-file checkpoints.
+//!
+//! Every poll (`--poll-interval`) it finds the files again ([`scan`]), and reads each one whose
+//! size, modification time or inode changed since it was last read: the part ready to be read
+//! ([`complete`]: complete lines, or a complete document) goes through its adapter, and the events
+//! not yet delivered from that file are published, confirmed by the broker, and only then written
+//! down in the file's checkpoint ([`checkpoint`]).
+//!
+//! The adapters are whole-file functions (`toolcalls_adapters::parse`: bytes in, events out, with
+//! state kept between lines — pending tool names, turn ids, renamed ids — that the crate does not
+//! hand out). So the follower keeps no adapter state of its own: it parses the file from its
+//! start each time it changed, which rebuilds that state exactly (parsing is deterministic), and
+//! tells what is new by the events themselves: the checkpoint keeps the digest of every event of
+//! the file delivered so far, as many times as delivered, and an event is sent when the parse
+//! holds it more often than that. This needs no notion of "event N" staying put, which the
+//! formats do not give: a Gemini CLI session is rewritten whole at every save with a call's
+//! result merged into its message, a Claude Code progress row is attached to the call it
+//! belongs to, OpenTelemetry spans are sorted by time. The price is a parse of the whole file per
+//! change (at most one per poll per file). A changed event (a row attached later) is a new
+//! digest, sent again: a repeat under the same call id, which the processor counts as a
+//! duplicate.
+//!
+//! A file whose start changed (its fingerprint: the first 256 bytes) or that got shorter was
+//! rewritten or truncated; it is parsed again from its start like any change, and its events
+//! already delivered are not sent again. A path that holds another inode (a rotation, or a save
+//! by rename) keeps the digests of the file it held; a file renamed to a path still followed
+//! keeps its checkpoint.
+
+mod checkpoint;
+mod complete;
+mod identity;
+mod opts;
+mod outlet;
+mod scan;
+
+pub use opts::Opts;
+pub use outlet::Outlet;
+
+use checkpoint::{Checkpoint, Store};
+use identity::Stat;
+use scan::Target;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use toolcalls_adapters::{parse, Format, Options};
+
+/// What the follower is told.
+pub struct Settings {
+    /// Files, directories and globs.
+    pub paths: Vec<PathBuf>,
+    /// `None`: detected per file.
+    pub format: Option<Format>,
+    pub options: Options,
+    pub strict: bool,
+    pub quiet: bool,
+    pub checkpoint_dir: Option<PathBuf>,
+    pub poll_interval: Duration,
+}
+
+/// Follows until SIGINT or SIGTERM (then it finishes the file at hand and exits 0), or until an
+/// event cannot be delivered (an error: the checkpoints keep what was, a restart goes on).
+pub fn run(settings: Settings, outlet: Outlet) -> anyhow::Result<()> {
+    init_logging(settings.quiet);
+    if settings.paths.iter().any(|p| p.as_os_str() == "-") {
+        anyhow::bail!("--follow reads files, not standard input (`-`)");
+    }
+    let store = match &settings.checkpoint_dir {
+        Some(dir) => Some(Store::open(dir)?),
+        None => {
+            eprintln!("toolcalls ingest: no --checkpoint-dir: a restart will send every file again (the processor drops the repeats)");
+            None
+        }
+    };
+    let saved = match &store {
+        Some(s) => s.load()?,
+        None => Vec::new(),
+    };
+    let stop = stop_on_signal();
+    let mut f = Follower {
+        // Absolute, so that a checkpoint names its file wherever the follower is started from.
+        targets: settings
+            .paths
+            .iter()
+            .map(|p| std::path::absolute(p).map(|p| Target::of(&p)))
+            .collect::<Result<_, _>>()?,
+        s: settings,
+        store,
+        saved: saved.into_iter().map(|cp| (cp.path.clone(), cp)).collect(),
+        files: HashMap::new(),
+        out: outlet,
+    };
+    tracing::info!(
+        paths = f.targets.len(),
+        checkpoints = f.saved.len(),
+        "following"
+    );
+    while !stop.load(Ordering::Relaxed) {
+        let start = Instant::now();
+        f.poll(&stop)?;
+        let next = start + f.s.poll_interval;
+        while !stop.load(Ordering::Relaxed) && Instant::now() < next {
+            std::thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
+        }
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// One followed file.
+#[derive(Default)]
+struct Tracked {
+    cp: Checkpoint,
+    format: Option<Format>,
+    /// The file as last looked at: unchanged, nothing to do.
+    seen: Option<Stat>,
+    /// Bad lines and notices already said, said once.
+    said: HashSet<String>,
+}
+
+struct Follower {
+    s: Settings,
+    targets: Vec<Target>,
+    store: Option<Store>,
+    /// Checkpoints read at the start, by path, until their file is seen.
+    saved: HashMap<String, Checkpoint>,
+    files: HashMap<PathBuf, Tracked>,
+    out: Outlet,
+}
+
+impl Follower {
+    fn poll(&mut self, stop: &AtomicBool) -> anyhow::Result<()> {
+        let now: Vec<(PathBuf, Stat)> = scan::files(&self.targets)
+            .into_iter()
+            .filter_map(|p| std::fs::metadata(&p).ok().map(|m| (p, Stat::of(&m))))
+            .collect();
+        self.follow_renames(&now)?;
+        let present: HashSet<&PathBuf> = now.iter().map(|(p, _)| p).collect();
+        self.files.retain(|p, _| present.contains(p));
+        for (path, stat) in &now {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            self.step(path, *stat)?;
+        }
+        Ok(())
+    }
+
+    /// A file now under a path it was not followed under, while the path it was followed under
+    /// holds it no longer, was renamed: it keeps its state (and checkpoint) under its new name.
+    fn follow_renames(&mut self, now: &[(PathBuf, Stat)]) -> anyhow::Result<()> {
+        let at: HashMap<&Path, (u64, u64)> =
+            now.iter().map(|(p, s)| (p.as_path(), s.inode())).collect();
+        for (path, stat) in now {
+            let known = self
+                .files
+                .get(path)
+                .map(|t| (t.cp.dev, t.cp.ino) == stat.inode());
+            if known == Some(true) {
+                continue;
+            }
+            let moved_from = self
+                .files
+                .iter()
+                .find(|(p, t)| {
+                    p.as_path() != path.as_path()
+                        && (t.cp.dev, t.cp.ino) == stat.inode()
+                        && at.get(p.as_path()) != Some(&stat.inode())
+                })
+                .map(|(p, _)| p.clone());
+            let key = path.display().to_string();
+            if let Some(old) = moved_from {
+                let mut t = self.files.remove(&old).expect("found above");
+                tracing::info!(from = %old.display(), to = %key, "renamed");
+                if let Some(store) = &self.store {
+                    store.remove(&t.cp.path)?;
+                }
+                t.cp.path = key;
+                if let Some(store) = &self.store {
+                    store.save(&t.cp)?;
+                }
+                self.files.insert(path.clone(), t);
+            } else if known.is_none() && !self.saved.contains_key(&key) {
+                // After a restart: a checkpoint of this inode under a path that holds it no more.
+                let old = self
+                    .saved
+                    .iter()
+                    .find(|(p, cp)| {
+                        (cp.dev, cp.ino) == stat.inode()
+                            && at.get(Path::new(p.as_str())) != Some(&stat.inode())
+                    })
+                    .map(|(p, _)| p.clone());
+                if let Some(old) = old {
+                    let mut cp = self.saved.remove(&old).expect("found above");
+                    tracing::info!(from = %old, to = %key, "renamed while stopped");
+                    if let Some(store) = &self.store {
+                        store.remove(&old)?;
+                    }
+                    cp.path = key.clone();
+                    self.saved.insert(key, cp);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads `path` when it changed, and publishes what it holds that was not delivered yet.
+    fn step(&mut self, path: &Path, stat: Stat) -> anyhow::Result<()> {
+        let name = path.display().to_string();
+        let t = self.files.entry(path.to_owned()).or_insert_with(|| {
+            let cp = self.saved.remove(&name).unwrap_or_else(|| Checkpoint {
+                path: name.clone(),
+                ..Checkpoint::default()
+            });
+            Tracked {
+                format: cp.format.as_deref().and_then(|f| f.parse().ok()),
+                cp,
+                ..Tracked::default()
+            }
+        });
+        if t.seen == Some(stat) {
+            return Ok(());
+        }
+        let same_file = (t.cp.dev, t.cp.ino) == stat.inode();
+        if t.seen.is_none() && same_file && t.cp.size == stat.size && t.cp.mtime_ns == stat.mtime_ns
+        {
+            // Unchanged since its checkpoint.
+            t.seen = Some(stat);
+            return Ok(());
+        }
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => {
+                if t.said.insert(format!("read {e}")) {
+                    eprintln!(
+                        "toolcalls ingest: cannot read {name} ({e}); trying again at every change"
+                    );
+                }
+                t.seen = Some(stat);
+                return Ok(());
+            }
+        };
+        t.seen = Some(stat);
+        let Some(format) = self
+            .s
+            .format
+            .or(t.format)
+            .or_else(|| Format::detect(&name, &bytes[..bytes.len().min(1 << 16)]))
+        else {
+            if !bytes.is_empty() && t.said.insert("format".into()) {
+                eprintln!("toolcalls ingest: cannot tell the format of {name} yet; skipped until it can be told (or name it with --format, see docs/ADAPTERS.md)");
+            }
+            return Ok(());
+        };
+        t.format = Some(format);
+        let Some(ready) = complete::ready(format, &bytes) else {
+            return Ok(());
+        };
+        if t.cp.ino != 0 && !same_file {
+            tracing::info!(file = %name, "another file at this path (rotated or saved by rename); what it holds that was delivered is not sent again");
+        } else if t.cp.fingerprint_len > 0
+            && (!identity::same_start(&bytes, &t.cp.fingerprint, t.cp.fingerprint_len)
+                || (ready as u64) < t.cp.position)
+        {
+            tracing::info!(file = %name, "rewritten or truncated; reading it again from its start, what was delivered is not sent again");
+        }
+        let parsed = parse(format, &name, &bytes[..ready], &self.s.options);
+        for e in &parsed.errors {
+            let said = e.to_string();
+            if t.said.insert(said.clone()) {
+                eprintln!("{said}");
+                if self.s.strict {
+                    anyhow::bail!("{said}; stopping because of --strict");
+                }
+            }
+        }
+        // The events of this parse the file has delivered fewer times than the parse holds them.
+        let mut held: HashMap<u64, u32> = HashMap::new();
+        let mut fresh = Vec::new();
+        for event in &parsed.events {
+            let payload = event.encode();
+            let digest = identity::event_digest(&payload);
+            let n = held.entry(digest).or_default();
+            *n += 1;
+            if *n > t.cp.delivered.count(digest) {
+                self.out.send(event, &payload)?;
+                fresh.push(digest);
+            }
+        }
+        if !fresh.is_empty() {
+            self.out.confirm()?;
+        }
+        for d in &fresh {
+            t.cp.delivered.add(*d);
+        }
+        if t.cp.delivered.len() > 4 * held.len() + 1024 {
+            t.cp.delivered.retain(&held);
+        }
+        let (print, print_len) = identity::fingerprint(&bytes);
+        t.cp = Checkpoint {
+            path: name.clone(),
+            dev: stat.dev,
+            ino: stat.ino,
+            fingerprint: print,
+            fingerprint_len: print_len,
+            position: ready as u64,
+            size: stat.size,
+            mtime_ns: stat.mtime_ns,
+            format: Some(format.name().to_owned()),
+            events: parsed.events.len() as u64,
+            delivered: std::mem::take(&mut t.cp.delivered),
+            version: t.cp.version,
+        };
+        if let Some(store) = &self.store {
+            store.save(&t.cp)?;
+        }
+        if !fresh.is_empty() {
+            tracing::info!(
+                file = %name,
+                format = format.name(),
+                sent = fresh.len(),
+                events = parsed.events.len(),
+                position = ready,
+                "delivered"
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Logs through tracing on stderr, filtered by `RUST_LOG` (default `info`, `warn` with `-q`).
+fn init_logging(quiet: bool) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(if quiet { "warn" } else { "info" }));
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .with_ansi(toolcalls_processor::logging::colours())
+        .try_init();
+}
+
+/// A flag raised at the first SIGINT or SIGTERM.
+fn stop_on_signal() -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build();
+    let Ok(runtime) = runtime else {
+        return stop;
+    };
+    // The handlers are installed before this returns, so a signal from now on stops cleanly.
+    let term = runtime.block_on(async {
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    });
+    let int = runtime.block_on(async {
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+    });
+    if let (Ok(mut term), Ok(mut int)) = (term, int) {
+        std::thread::spawn(move || {
+            runtime.block_on(async {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+            });
+            flag.store(true, Ordering::Relaxed);
+        });
+    }
+    stop
+}

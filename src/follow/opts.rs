@@ -1,0 +1,29 @@
+//! The options of `toolcalls ingest --follow`: `[follow]` in the config file.
+
+use std::path::PathBuf;
+use std::time::Duration;
+use toolcalls_settings::Dur;
+
+/// `[follow]` in the config file.
+#[derive(Debug, Clone, clap::Args)]
+#[group(id = "follow")]
+pub struct Opts {
+    /// Keep reading: tail the files (and directories, and quoted globs such as
+    /// `'~/.codex/sessions/**/rollout-*.jsonl'`) as agents write them, pick up new files, and
+    /// publish only what is new; runs until stopped (see docs/OPERATIONS.md, "Following")
+    // The id names the config key (`[follow] enabled`): a group and an option may not share a name.
+    #[arg(id = "enabled", long = "follow", env = "TOOLCALLS_FOLLOW")]
+    pub follow: bool,
+    /// Where `--follow` keeps a checkpoint per file (what of it was delivered), so that a
+    /// restart sends only what was not acknowledged; without it a restart sends every file again
+    #[arg(long, env = "TOOLCALLS_CHECKPOINT_DIR", value_name = "DIR")]
+    pub checkpoint_dir: Option<PathBuf>,
+    /// How often `--follow` looks for new files and for files that changed
+    #[arg(
+        long,
+        env = "TOOLCALLS_POLL_INTERVAL",
+        value_name = "DURATION",
+        default_value_t = Dur(Duration::from_millis(250))
+    )]
+    pub poll_interval: Dur,
+}

@@ -1,0 +1,209 @@
+//! The files `ingest --follow` watches, found again at every poll: a file named as it is (even
+//! before it exists), every transcript-like file under a directory (`*.jsonl`, `*.json`,
+//! `*.ndjson`, at any depth: Claude Code subagent files included), and the files a glob matches
+//! (`*`, `?`, `[abc]` within a name, `**` for any number of directories).
+
+use std::path::{Path, PathBuf};
+
+/// What one `PATH` argument names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A file (that may not exist yet).
+    File(PathBuf),
+    /// A directory, searched at every depth.
+    Dir(PathBuf),
+    /// A glob: a directory without wildcards, and the pattern of the rest, by path component.
+    Glob { base: PathBuf, parts: Vec<String> },
+}
+
+/// Extensions of the files a directory is searched for.
+const EXTENSIONS: [&str; 3] = ["jsonl", "json", "ndjson"];
+
+impl Target {
+    pub fn of(arg: &Path) -> Target {
+        let text = arg.to_string_lossy();
+        if text.contains(['*', '?', '[']) {
+            let mut base = PathBuf::new();
+            let mut parts = Vec::new();
+            for c in arg.components() {
+                let s = c.as_os_str().to_string_lossy();
+                if parts.is_empty() && !s.contains(['*', '?', '[']) {
+                    base.push(c);
+                } else {
+                    parts.push(s.into_owned());
+                }
+            }
+            if base.as_os_str().is_empty() {
+                base.push(".");
+            }
+            return Target::Glob { base, parts };
+        }
+        if arg.is_dir() {
+            Target::Dir(arg.to_owned())
+        } else {
+            Target::File(arg.to_owned())
+        }
+    }
+}
+
+/// Every file the targets name now, each once, sorted.
+pub fn files(targets: &[Target]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for t in targets {
+        match t {
+            Target::File(p) => {
+                if p.is_file() {
+                    out.push(p.clone());
+                }
+            }
+            Target::Dir(d) => walk(
+                d,
+                &mut |p| {
+                    let name = p
+                        .file_name()
+                        .map(|n| n.to_string_lossy())
+                        .unwrap_or_default();
+                    let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
+                    !name.starts_with('.') && EXTENSIONS.contains(&ext)
+                },
+                &mut out,
+            ),
+            Target::Glob { base, parts } => walk(
+                base,
+                &mut |p| {
+                    let Ok(rest) = p.strip_prefix(base) else {
+                        return false;
+                    };
+                    let names: Vec<String> = rest
+                        .components()
+                        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                        .collect();
+                    matches_path(parts, &names)
+                },
+                &mut out,
+            ),
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Every regular file under `dir` (symbolic links to files included, to directories not
+/// followed) that `keep` accepts. Directories that cannot be read are passed over: they are
+/// tried again at the next poll.
+fn walk(dir: &Path, keep: &mut dyn FnMut(&Path) -> bool, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            walk(&path, keep, out);
+        } else if (kind.is_file() || (kind.is_symlink() && path.is_file())) && keep(&path) {
+            out.push(path);
+        }
+    }
+}
+
+/// Whether path components `names` match the pattern components `parts` (`**` matches any number
+/// of components).
+fn matches_path(parts: &[String], names: &[String]) -> bool {
+    match parts.split_first() {
+        None => names.is_empty(),
+        Some((p, rest)) if p == "**" => {
+            (0..=names.len()).any(|skip| matches_path(rest, &names[skip..]))
+        }
+        Some((p, rest)) => match names.split_first() {
+            Some((n, more)) => matches_name(p.as_bytes(), n.as_bytes()) && matches_path(rest, more),
+            None => false,
+        },
+    }
+}
+
+/// Whether one name matches one pattern component: `*` any run of bytes, `?` one byte, `[abc]`,
+/// `[a-z]` and `[!a]` one byte of (or not of) a set.
+fn matches_name(p: &[u8], n: &[u8]) -> bool {
+    match p.first() {
+        None => n.is_empty(),
+        Some(b'*') => (0..=n.len()).any(|i| matches_name(&p[1..], &n[i..])),
+        Some(b'?') => !n.is_empty() && matches_name(&p[1..], &n[1..]),
+        Some(b'[') => {
+            let Some(end) = p.iter().skip(2).position(|&b| b == b']').map(|i| i + 2) else {
+                return n.first() == Some(&b'[') && matches_name(&p[1..], &n[1..]);
+            };
+            let Some(&c) = n.first() else {
+                return false;
+            };
+            let (negate, set) = match p[1] {
+                b'!' | b'^' => (true, &p[2..end]),
+                _ => (false, &p[1..end]),
+            };
+            let mut hit = false;
+            let mut i = 0;
+            while i < set.len() {
+                if i + 2 < set.len() && set[i + 1] == b'-' {
+                    hit |= (set[i]..=set[i + 2]).contains(&c);
+                    i += 3;
+                } else {
+                    hit |= set[i] == c;
+                    i += 1;
+                }
+            }
+            hit != negate && matches_name(&p[end + 1..], &n[1..])
+        }
+        Some(&b) => n.first() == Some(&b) && matches_name(&p[1..], &n[1..]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(pattern: &str, path: &str) -> bool {
+        let parts: Vec<String> = pattern.split('/').map(str::to_owned).collect();
+        let names: Vec<String> = path.split('/').map(str::to_owned).collect();
+        matches_path(&parts, &names)
+    }
+
+    #[test]
+    fn globs_match_names_and_directories() {
+        assert!(m("**/rollout-*.jsonl", "2025/10/20/rollout-a.jsonl"));
+        assert!(m("**/rollout-*.jsonl", "rollout-a.jsonl"));
+        assert!(!m("**/rollout-*.jsonl", "2025/rollout-a.json"));
+        assert!(m("*/chats/session-*.json", "abc/chats/session-1.json"));
+        assert!(!m("*/chats/session-*.json", "abc/x/chats/session-1.json"));
+        assert!(m("a?[0-9][!x].json", "ab7y.json"));
+        assert!(!m("a?[0-9][!x].json", "ab7x.json"));
+    }
+
+    #[test]
+    fn a_directory_gives_its_transcripts_at_every_depth() {
+        let dir = std::env::temp_dir().join(format!("toolcalls-scan-{}", std::process::id()));
+        let sub = dir.join("proj/s1/subagents");
+        std::fs::create_dir_all(&sub).unwrap();
+        for f in [
+            "proj/s1.jsonl",
+            "proj/s1/subagents/agent-a.jsonl",
+            "proj/notes.txt",
+            "proj/.tmp.json",
+        ] {
+            std::fs::write(dir.join(f), "{}\n").unwrap();
+        }
+        let got = files(&[Target::of(&dir)]);
+        assert_eq!(
+            got,
+            [
+                dir.join("proj/s1/subagents/agent-a.jsonl"),
+                dir.join("proj/s1.jsonl")
+            ],
+            "sorted by component"
+        );
+        let glob = dir.join("**/agent-*.jsonl");
+        assert_eq!(files(&[Target::of(&glob)]), [sub.join("agent-a.jsonl")]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
