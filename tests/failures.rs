@@ -195,7 +195,12 @@ fn run_without_a_broker_says_which_and_why_again_and_again_and_is_not_ready() {
     );
     // Alive, not ready, and the metric says so.
     assert_eq!(get_when_up(&http, "/healthz").0, 200);
-    assert_eq!(get(&http, "/readyz").0, 503);
+    let (status, body) = get(&http, "/readyz");
+    assert_eq!(status, 503);
+    assert!(
+        body.contains("waiting for the brokers and the topics"),
+        "{body}"
+    );
     let (_, metrics) = get(&http, "/metrics");
     assert!(metrics.contains("\ntoolcalls_ready 0"), "{metrics}");
 

@@ -120,15 +120,16 @@ async fn healthz(State(s): State<Arc<HttpState>>) -> Response {
 }
 
 async fn readyz(State(s): State<Arc<HttpState>>) -> Response {
-    if s.ready.load(Ordering::Acquire) && s.alive.load(Ordering::Acquire) {
-        (StatusCode::OK, "ready\n").into_response()
+    let why = if !s.alive.load(Ordering::Acquire) {
+        "not ready: the processor has stopped (the log says why)\n"
+    } else if s.ready.load(Ordering::Acquire) {
+        return (StatusCode::OK, "ready\n").into_response();
+    } else if !s.ownership.topics_checked() {
+        "not ready: waiting for the brokers and the topics (the log says which brokers cannot be reached or which topics are missing)\n"
     } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: partitions are being restored or the consumer is not running\n",
-        )
-            .into_response()
-    }
+        "not ready: joining the consumer group, or restoring assigned partitions from the changelog\n"
+    };
+    (StatusCode::SERVICE_UNAVAILABLE, why).into_response()
 }
 
 fn error(status: StatusCode, message: String) -> Response {

@@ -55,6 +55,11 @@ impl Ownership {
         let _ = self.consumer.set(consumer);
     }
 
+    /// The brokers answered and the topics are there.
+    pub fn topics_checked(&self) -> bool {
+        self.partitions.load(Ordering::Acquire) > 0
+    }
+
     /// The partition of `session` and the partition count, once the topics are known.
     pub fn partition_of(&self, session: &str) -> Option<(i32, i32)> {
         let n = self.partitions.load(Ordering::Acquire);

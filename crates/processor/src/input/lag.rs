@@ -32,22 +32,30 @@ pub(crate) fn caught_up(part: &Partition) -> bool {
     undelivered(part).is_some_and(|n| n <= 1)
 }
 
-/// Sets the lag gauge of every input partition the statistics know.
+/// Sets the lag gauge of every input partition this consumer is assigned, and removes it for
+/// the partitions it no longer is (another instance owns them now and reports their lag).
 pub(crate) fn record_lag(metrics: &Metrics, inputs: &[String; 2], stats: &Statistics) {
     for name in inputs {
         let Some(topic) = stats.topics.get(name) else {
             continue;
         };
         for (p, part) in &topic.partitions {
-            let Some(lag) = undelivered(part).filter(|_| *p >= 0) else {
+            if *p < 0 {
                 continue;
-            };
-            LagObserved {
-                topic: name,
-                partition: *p,
-                messages: lag,
             }
-            .emit(metrics);
+            let messages = if part.desired {
+                undelivered(part)
+            } else {
+                None
+            };
+            if !part.desired || messages.is_some() {
+                LagObserved {
+                    topic: name,
+                    partition: *p,
+                    messages,
+                }
+                .emit(metrics);
+            }
         }
     }
 }
@@ -82,5 +90,46 @@ mod tests {
         assert!(!caught_up(&part(UNKNOWN, 40, 10, 40)));
         // Not known yet (before the first fetch): behind.
         assert!(!caught_up(&part(UNKNOWN, UNKNOWN, UNKNOWN, 0)));
+    }
+
+    #[test]
+    fn a_partition_no_longer_assigned_loses_its_lag_series() {
+        use prometheus::core::Collector;
+        let registry = prometheus::Registry::new();
+        let metrics = Metrics::new(&registry);
+        let inputs = ["a".to_owned(), "c".to_owned()];
+        let stats = |desired_1: bool| {
+            let mut topic = rdkafka::statistics::Topic::default();
+            for (p, desired) in [(0, true), (1, desired_1), (-1, false)] {
+                let mut part = part(100, 120, 40, 41);
+                part.desired = desired;
+                topic.partitions.insert(p, part);
+            }
+            let mut stats = Statistics::default();
+            stats.topics.insert("a".into(), topic);
+            stats
+        };
+        let series = || {
+            let mut out: Vec<(String, i64)> = metrics
+                .consumer_lag_records
+                .collect()
+                .iter()
+                .flat_map(|f| f.get_metric())
+                .map(|m| {
+                    let p = m
+                        .get_label()
+                        .iter()
+                        .find(|l| l.name() == "partition")
+                        .unwrap();
+                    (p.value().to_owned(), m.get_gauge().get_value() as i64)
+                })
+                .collect();
+            out.sort();
+            out
+        };
+        record_lag(&metrics, &inputs, &stats(true));
+        assert_eq!(series(), [("0".to_owned(), 60), ("1".to_owned(), 60)]);
+        record_lag(&metrics, &inputs, &stats(false));
+        assert_eq!(series(), [("0".to_owned(), 60)], "partition 1 moved away");
     }
 }

@@ -84,19 +84,26 @@ impl InputThrottled {
     }
 }
 
-/// Messages of one input partition not yet delivered, from librdkafka's statistics.
+/// Messages of one input partition not yet delivered, from librdkafka's statistics; `None`: the
+/// partition is no longer assigned here, and its series goes.
 pub(crate) struct LagObserved<'a> {
     pub topic: &'a str,
     pub partition: i32,
-    pub messages: i64,
+    pub messages: Option<i64>,
 }
 
 impl LagObserved<'_> {
     pub fn emit(self, metrics: &Metrics) {
-        metrics
-            .consumer_lag_records
-            .with_label_values(&[self.topic, &self.partition.to_string()])
-            .set(self.messages);
+        let labels = [self.topic, &self.partition.to_string()];
+        match self.messages {
+            Some(n) => metrics
+                .consumer_lag_records
+                .with_label_values(&labels)
+                .set(n),
+            None => {
+                let _ = metrics.consumer_lag_records.remove_label_values(&labels);
+            }
+        }
     }
 }
 
