@@ -277,6 +277,8 @@ fn follow(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
         quiet: o.quiet,
         checkpoint_dir: args.follow.checkpoint_dir.clone(),
         poll_interval: args.follow.poll_interval.0,
+        once: args.follow.once,
+        metrics_addr: args.follow.metrics_addr,
     };
     crate::follow::run(settings, outlet)?;
     Ok(ExitCode::SUCCESS)

@@ -30,6 +30,7 @@
 mod checkpoint;
 mod complete;
 mod identity;
+mod metrics;
 mod opts;
 mod outlet;
 mod scan;
@@ -39,6 +40,7 @@ pub use outlet::Outlet;
 
 use checkpoint::{Checkpoint, Store};
 use identity::Stat;
+use metrics::FollowMetrics;
 use scan::Target;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -58,6 +60,10 @@ pub struct Settings {
     pub quiet: bool,
     pub checkpoint_dir: Option<PathBuf>,
     pub poll_interval: Duration,
+    /// Look once, deliver what is new, and return.
+    pub once: bool,
+    /// Where to serve `/metrics`.
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 /// Follows until SIGINT or SIGTERM (then it finishes the file at hand and exits 0), or until an
@@ -79,6 +85,11 @@ pub fn run(settings: Settings, outlet: Outlet) -> anyhow::Result<()> {
         None => Vec::new(),
     };
     let stop = stop_on_signal();
+    let metrics = FollowMetrics::new();
+    if let Some(addr) = settings.metrics_addr {
+        let bound = metrics.serve(addr)?;
+        tracing::info!(%bound, "serving the follower's metrics on /metrics");
+    }
     let mut f = Follower {
         // Absolute, so that a checkpoint names its file wherever the follower is started from.
         targets: settings
@@ -91,6 +102,7 @@ pub fn run(settings: Settings, outlet: Outlet) -> anyhow::Result<()> {
         saved: saved.into_iter().map(|cp| (cp.path.clone(), cp)).collect(),
         files: HashMap::new(),
         out: outlet,
+        metrics,
     };
     tracing::info!(
         paths = f.targets.len(),
@@ -100,6 +112,9 @@ pub fn run(settings: Settings, outlet: Outlet) -> anyhow::Result<()> {
     while !stop.load(Ordering::Relaxed) {
         let start = Instant::now();
         f.poll(&stop)?;
+        if f.s.once {
+            break;
+        }
         let next = start + f.s.poll_interval;
         while !stop.load(Ordering::Relaxed) && Instant::now() < next {
             std::thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
@@ -128,6 +143,7 @@ struct Follower {
     saved: HashMap<String, Checkpoint>,
     files: HashMap<PathBuf, Tracked>,
     out: Outlet,
+    metrics: FollowMetrics,
 }
 
 impl Follower {
@@ -138,14 +154,41 @@ impl Follower {
             .collect();
         self.follow_renames(&now)?;
         let present: HashSet<&PathBuf> = now.iter().map(|(p, _)| p).collect();
-        self.files.retain(|p, _| present.contains(p));
+        let metrics = &self.metrics;
+        self.files.retain(|p, _| {
+            let keep = present.contains(p);
+            if !keep {
+                let _ = metrics
+                    .behind
+                    .remove_label_values(&[&p.display().to_string()]);
+            }
+            keep
+        });
+        for (path, stat) in &now {
+            if let Some(t) = self.files.get(path) {
+                self.note_behind(path, stat.size.saturating_sub(t.cp.position));
+            }
+        }
         for (path, stat) in &now {
             if stop.load(Ordering::Relaxed) {
                 break;
             }
-            self.step(path, *stat)?;
+            if let Err(e) = self.step(path, *stat) {
+                self.metrics.send_errors.inc();
+                return Err(e);
+            }
+            if let Some(t) = self.files.get(path) {
+                self.note_behind(path, stat.size.saturating_sub(t.cp.position));
+            }
         }
         Ok(())
+    }
+
+    fn note_behind(&self, path: &Path, bytes: u64) {
+        self.metrics
+            .behind
+            .with_label_values(&[&path.display().to_string()])
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 
     /// A file now under a path it was not followed under, while the path it was followed under
@@ -291,7 +334,15 @@ impl Follower {
             }
         }
         if !fresh.is_empty() {
+            self.metrics
+                .read
+                .with_label_values(&[format.name()])
+                .inc_by(fresh.len() as u64);
             self.out.confirm()?;
+            self.metrics
+                .sent
+                .with_label_values(&[format.name()])
+                .inc_by(fresh.len() as u64);
         }
         for d in &fresh {
             t.cp.delivered.add(*d);
@@ -316,6 +367,10 @@ impl Follower {
         };
         if let Some(store) = &self.store {
             store.save(&t.cp)?;
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            self.metrics.checkpoint_time.set(now.as_secs_f64());
         }
         if !fresh.is_empty() {
             tracing::info!(

@@ -26,4 +26,12 @@ pub struct Opts {
         default_value_t = Dur(Duration::from_millis(250))
     )]
     pub poll_interval: Dur,
+    /// With `--follow`: look once, deliver what is new (checkpoints kept) and exit, instead of
+    /// following until stopped — for runs from cron or a batch job
+    #[arg(long, env = "TOOLCALLS_FOLLOW_ONCE")]
+    pub once: bool,
+    /// Serve the follower's metrics (`GET /metrics`: events read and sent per format, bytes
+    /// behind per file, send errors, last checkpoint time) on this address; off unless set
+    #[arg(long, env = "TOOLCALLS_FOLLOW_METRICS_ADDR", value_name = "ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }

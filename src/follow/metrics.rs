@@ -1,0 +1,116 @@
+//! The follower's metrics, on `/metrics` of `--metrics-addr` (the processor's conventions:
+//! `toolcalls_<subsystem>_<name>_<unit>`, an explicit registry).
+
+use prometheus::{Encoder, Gauge, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry};
+use std::net::SocketAddr;
+
+#[derive(Clone)]
+pub struct FollowMetrics {
+    registry: Registry,
+    /// Events the adapters read from changed files (each parse counts what is new to it).
+    pub read: IntCounterVec,
+    /// Events published and acknowledged, by format.
+    pub sent: IntCounterVec,
+    /// Deliveries that failed (the follower then stops; a restart resumes from the checkpoints).
+    pub send_errors: IntCounter,
+    /// Bytes of each followed file not yet delivered.
+    pub behind: IntGaugeVec,
+    /// When a checkpoint was last written (Unix seconds): `time() - …` is its age.
+    pub checkpoint_time: Gauge,
+}
+
+impl FollowMetrics {
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        let counter_vec = |name: &str, help: &str, labels: &[&str]| {
+            let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
+            registry
+                .register(Box::new(c.clone()))
+                .expect("registered once");
+            c
+        };
+        let read = counter_vec(
+            "toolcalls_producer_events_read_total",
+            "Events read from followed files that were not delivered before, by format.",
+            &["format"],
+        );
+        let sent = counter_vec(
+            "toolcalls_producer_events_sent_total",
+            "Events published and acknowledged, by format.",
+            &["format"],
+        );
+        let send_errors = IntCounter::new(
+            "toolcalls_producer_send_errors_total",
+            "Deliveries that failed.",
+        )
+        .expect("valid metric");
+        let behind = IntGaugeVec::new(
+            Opts::new(
+                "toolcalls_producer_file_bytes_behind",
+                "Bytes of a followed file not yet delivered (a partial last line included).",
+            ),
+            &["file"],
+        )
+        .expect("valid metric");
+        let checkpoint_time = Gauge::new(
+            "toolcalls_producer_last_checkpoint_timestamp_seconds",
+            "When a checkpoint was last written, in Unix seconds.",
+        )
+        .expect("valid metric");
+        for m in [
+            Box::new(send_errors.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(behind.clone()),
+            Box::new(checkpoint_time.clone()),
+        ] {
+            registry.register(m).expect("registered once");
+        }
+        FollowMetrics {
+            registry,
+            read,
+            sent,
+            send_errors,
+            behind,
+            checkpoint_time,
+        }
+    }
+
+    /// The text exposition of every metric.
+    pub fn render(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        let _ = prometheus::TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        out
+    }
+
+    /// Serves `GET /metrics` on `addr` from a thread of its own; returns the bound address.
+    pub fn serve(&self, addr: SocketAddr) -> anyhow::Result<SocketAddr> {
+        use anyhow::Context;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .context("starting the metrics listener")?;
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind(addr))
+            .with_context(|| format!("cannot listen on --metrics-addr {addr}"))?;
+        let bound = listener.local_addr()?;
+        let me = self.clone();
+        let app = axum::Router::new().route(
+            "/metrics",
+            axum::routing::get(move || {
+                let body = me.render();
+                async move {
+                    (
+                        [(
+                            axum::http::header::CONTENT_TYPE,
+                            "text/plain; version=0.0.4",
+                        )],
+                        body,
+                    )
+                }
+            }),
+        );
+        std::thread::spawn(move || {
+            let _ = runtime.block_on(async { axum::serve(listener, app).await });
+        });
+        Ok(bound)
+    }
+}

@@ -1,0 +1,199 @@
+//! `ingest --follow` without a broker (`--out`): `--once` delivers what is new since the
+//! checkpoints and exits; `--metrics-addr` serves the follower's metrics while it follows.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn fixture(path: &str) -> Option<Vec<u8>> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/fixtures")
+        .join(path);
+    match std::fs::read(&p) {
+        Ok(b) => Some(b),
+        Err(_) => {
+            eprintln!(
+                "skipped: the shared fixtures are not beside the project ({} missing)",
+                p.display()
+            );
+            None
+        }
+    }
+}
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("toolcalls-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn toolcalls() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_toolcalls"));
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("TOOLCALLS_") {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
+/// `ingest --follow --once` into `out`; the number of events it wrote.
+fn once(file: &Path, checkpoints: &Path, out: &Path) -> usize {
+    let _ = std::fs::remove_file(out);
+    let status = toolcalls()
+        .args([
+            "ingest",
+            "--follow",
+            "--once",
+            "--format",
+            "claude-code",
+            "--checkpoint-dir",
+        ])
+        .arg(checkpoints)
+        .arg("--out")
+        .arg(out)
+        .arg(file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::read_to_string(out).map_or(0, |t| t.lines().count())
+}
+
+#[test]
+fn once_delivers_only_what_is_new_since_the_checkpoints() {
+    let Some(bytes) = fixture("claude-code/agentcmd-full-session-four.jsonl") else {
+        return;
+    };
+    let all = toolcalls()
+        .args(["ingest", "--format", "claude-code", "--out", "-"])
+        .arg(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../shared/fixtures/claude-code/agentcmd-full-session-four.jsonl"),
+        )
+        .output()
+        .unwrap();
+    let expected = String::from_utf8_lossy(&all.stdout).lines().count();
+    let d = dir("follow-once");
+    let (file, cps, out) = (d.join("s.jsonl"), d.join("cp"), d.join("out.jsonl"));
+    let half = bytes.len() / 2;
+    let cut = half + bytes[half..].iter().position(|&b| b == b'\n').unwrap() + 1;
+    std::fs::write(&file, &bytes[..cut]).unwrap();
+    let first = once(&file, &cps, &out);
+    assert!(first > 0 && first < expected, "{first} of {expected}");
+    assert_eq!(once(&file, &cps, &out), 0, "nothing new: nothing sent");
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap()
+        .write_all(&bytes[cut..])
+        .unwrap();
+    let second = once(&file, &cps, &out);
+    assert!(second > 0);
+    // Events re-shaped by later lines (a result attached to its call) may be sent again; none is lost.
+    assert!(
+        first + second >= expected,
+        "{first} + {second} < {expected}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn the_follower_serves_its_metrics() {
+    let Some(bytes) = fixture("claude-code/agentcmd-full-session-four.jsonl") else {
+        return;
+    };
+    let d = dir("follow-metrics");
+    let file = d.join("s.jsonl");
+    // A partial last line: held back, and counted as behind.
+    let partial = b"{\"type\":\"user\"";
+    let mut content = bytes.clone();
+    content.extend_from_slice(partial);
+    std::fs::write(&file, &content).unwrap();
+    let mut child = toolcalls()
+        .args([
+            "ingest",
+            "--follow",
+            "--format",
+            "claude-code",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--poll-interval",
+            "50ms",
+            "--out",
+        ])
+        .arg(d.join("out.jsonl"))
+        .arg(&file)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut log = BufReader::new(child.stderr.take().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut addr = None;
+    let mut line = String::new();
+    while addr.is_none() && Instant::now() < deadline {
+        line.clear();
+        if log.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        if let Some(i) = line.find("bound=") {
+            addr = line[i + 6..].split_whitespace().next().map(str::to_owned);
+        }
+    }
+    let addr = addr.expect("the follower says where its metrics are");
+    std::thread::spawn(move || for _ in log.lines() {});
+    let scrape = || {
+        let out = Command::new("curl")
+            .args(["-sS", "--max-time", "5"])
+            .arg(format!("http://{addr}/metrics"))
+            .output()
+            .expect("curl is installed");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let value = |text: &str, series: &str| -> Option<f64> {
+        text.lines()
+            .find(|l| l.starts_with(series))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    };
+    let mut text = String::new();
+    while Instant::now() < deadline {
+        text = scrape();
+        if value(
+            &text,
+            "toolcalls_producer_events_sent_total{format=\"claude-code\"}",
+        )
+        .unwrap_or(0.0)
+            > 0.0
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let sent = value(
+        &text,
+        "toolcalls_producer_events_sent_total{format=\"claude-code\"}",
+    )
+    .unwrap();
+    let written = std::fs::read_to_string(d.join("out.jsonl"))
+        .unwrap()
+        .lines()
+        .count();
+    assert_eq!(sent as usize, written, "{text}");
+    let behind = format!(
+        "toolcalls_producer_file_bytes_behind{{file=\"{}\"}}",
+        file.display()
+    );
+    assert_eq!(value(&text, &behind), Some(partial.len() as f64), "{text}");
+    assert!(
+        value(&text, "toolcalls_producer_send_errors_total") == Some(0.0),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
