@@ -221,7 +221,7 @@ impl Correlator {
             }
         }
         while self.entries.closed.len() > self.config.max_remembered {
-            let Some(&seq) = self.entries.closed.keys().next() else {
+            let Some(seq) = self.entries.oldest_closed() else {
                 break;
             };
             self.expire_closed(seq);

@@ -4,7 +4,8 @@
 
 use super::hasher::HashMap;
 use crate::state::{Call, Closed, Live};
-use std::collections::{BTreeMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use toolcalls_model::{CallId, RecordId};
 
 /// Every entry by sequence number: the pending ones (calls and waiting results) and the
@@ -17,7 +18,12 @@ pub(super) struct Entries {
     /// evicts, and used up before it is taken again. Entries filed meanwhile are newer than all of
     /// it (sequence numbers only grow), so its first entry still pending is the oldest one.
     evict_order: VecDeque<u64>,
-    pub(super) closed: BTreeMap<u64, Closed>,
+    /// A hash map, like `live`: the id tables read a closed call's first id through it on every
+    /// probe and rehash. Inserted only through [`Entries::insert_closed`].
+    pub(super) closed: HashMap<u64, Closed>,
+    /// The closed calls' sequence numbers, smallest first, for `max_remembered`; entries expired
+    /// meanwhile are skipped when met, and the heap is rebuilt when they outnumber the live ones.
+    closed_order: BinaryHeap<Reverse<u64>>,
 }
 
 impl Entries {
@@ -35,6 +41,26 @@ impl Entries {
             }
             self.evict_order = self.live_seqs().into();
         }
+    }
+
+    /// Remembers closed call `seq`.
+    pub(super) fn insert_closed(&mut self, seq: u64, closed: Closed) {
+        self.closed.insert(seq, closed);
+        self.closed_order.push(Reverse(seq));
+        if self.closed_order.len() > 2 * self.closed.len() + 1024 {
+            self.closed_order = self.closed.keys().map(|&s| Reverse(s)).collect();
+        }
+    }
+
+    /// The oldest remembered closed call (the smallest sequence number).
+    pub(super) fn oldest_closed(&mut self) -> Option<u64> {
+        while let Some(&Reverse(seq)) = self.closed_order.peek() {
+            if self.closed.contains_key(&seq) {
+                return Some(seq);
+            }
+            self.closed_order.pop();
+        }
+        None
     }
 
     /// The sequence numbers of the pending entries, oldest first.

@@ -143,7 +143,7 @@ impl Correlator {
         }
         scope.id_calls += u32::from(closed.announced_with_id);
         scope.timers.insert((closed.expires, seq));
-        self.entries.closed.insert(seq, closed);
+        self.entries.insert_closed(seq, closed);
         let (entries, hs) = (&self.entries, &self.hs);
         let Some(closed) = entries.closed.get(&seq) else {
             return;
