@@ -339,10 +339,17 @@ fn compose_prometheus_and_grafana_fit_together() {
             .map(|v| {
                 let mut parts = v.as_str().expect("a short volume").split(':');
                 let (src, dst) = (parts.next().unwrap(), parts.next().expect("a target"));
-                assert!(
-                    root().join(src).exists(),
-                    "{service} mounts {src}, which does not exist"
-                );
+                if src.starts_with('.') || src.starts_with('/') {
+                    assert!(
+                        root().join(src).exists(),
+                        "{service} mounts {src}, which does not exist"
+                    );
+                } else {
+                    assert!(
+                        compose["volumes"].get(src).is_some(),
+                        "{service} mounts the volume {src}, which is not declared"
+                    );
+                }
                 (dst.to_owned(), src.trim_start_matches("./").to_owned())
             })
             .collect()
@@ -374,21 +381,44 @@ fn compose_prometheus_and_grafana_fit_together() {
         format!("http://prometheus:{}", port.rsplit(':').next().unwrap())
     );
 
-    // The producer's input is the demo file.
-    let producer = &services["producer"];
-    let script = producer["command"][0]
+    // The agents run the demo script, mounted; the followers read the files they write, from
+    // the same volume, each with its own checkpoints.
+    let agents = mounts("agents");
+    let script = services["agents"]["command"][0]
         .as_str()
-        .expect("the producer's script");
-    let demo = mounts("producer");
-    let file = script
-        .split_whitespace()
-        .find(|w| w.ends_with(".jsonl"))
-        .expect("the file the producer ingests");
-    let (dir, name) = file.rsplit_once('/').unwrap();
-    assert!(
-        root().join(&demo[dir]).join(name).is_file(),
-        "the producer ingests {file}, which is not mounted"
-    );
+        .expect("the agents' command");
+    assert!(script.contains("/demo/agent.sh"), "{script}");
+    assert!(root().join(&agents["/demo"]).join("agent.sh").is_file());
+    let sessions = &agents["/sessions"];
+    let mut checkpoints = BTreeSet::new();
+    for follower in ["producer", "producer-without-ids"] {
+        let argv: Vec<&str> = services[follower]["command"]
+            .as_array()
+            .expect("a command list")
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert_eq!(
+            &argv[..3],
+            ["toolcalls", "ingest", "--follow"],
+            "{follower}"
+        );
+        let followed = argv.last().unwrap();
+        assert!(
+            followed.starts_with("/sessions/"),
+            "{follower} follows {followed}"
+        );
+        assert!(script.contains(followed), "nobody writes {followed}");
+        assert_eq!(&mounts(follower)["/sessions"], sessions, "{follower}");
+        let at = argv
+            .iter()
+            .position(|a| *a == "--checkpoint-dir")
+            .expect("checkpoints");
+        assert!(
+            checkpoints.insert(argv[at + 1]),
+            "{follower} shares its checkpoints"
+        );
+    }
 }
 
 /// `toolcalls ARGS`, checked for success.
@@ -399,24 +429,27 @@ fn toolcalls(args: &[&str]) -> String {
 }
 
 #[test]
-fn the_demo_producer_input_makes_every_kind_of_record() {
+fn the_demo_agents_make_every_kind_of_record_through_the_follower() {
     let dir = std::env::temp_dir().join(format!("toolcalls-deploy-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    for (drop_ids, strategy) in [(false, "call_id 5"), (true, "checksum 5")] {
+    let _ = std::fs::remove_dir_all(&dir);
+    let sessions = dir.join("sessions");
+    let agent = run(Command::new(root().join("deploy/demo/agent.sh"))
+        .arg(&sessions)
+        .args(["2", "0"]));
+    assert!(agent.status.success(), "{}", show(&agent));
+    for (drop_ids, strategy) in [(false, "call_id 10"), (true, "checksum 10")] {
         let events = dir.join(format!("events-{drop_ids}.jsonl"));
         let events = events.to_str().unwrap();
         let mut args = vec![
             "ingest",
+            "--follow",
+            "--once",
             "--format",
-            "claude-code-hooks",
+            "claude-code",
             "--strict",
-            "--session",
-            "demo-1",
-            "--base-time",
-            "2026-05-10T10:00:00.000Z",
             "-o",
             events,
-            "deploy/demo/claude-code-hooks.jsonl",
+            sessions.to_str().unwrap(),
         ];
         if drop_ids {
             args.push("--drop-ids");
@@ -424,7 +457,8 @@ fn the_demo_producer_input_makes_every_kind_of_record() {
         toolcalls(&args);
         let summary = toolcalls(&["local", "-o", "/dev/null", events]);
         assert!(
-            summary.contains("Succeeded 4, Failed 1, Denied 1, Interrupted 1"),
+            summary.contains("12 records")
+                && summary.contains("Succeeded 8, Failed 2, Interrupted 2"),
             "{summary}"
         );
         assert!(summary.contains(strategy), "{summary}");
