@@ -44,4 +44,6 @@ if [ "$#" -eq 0 ]; then
   step "benchmarks, smoke run (debug build: checks only, the rates mean nothing)"
   cargo bench --quiet --locked --profile dev -p toolcalls-benches --bench core -- --test
   SMOKE=1 benches/processor/run.sh
+  step "peers, smoke run (3,000 events: toolcalls, plain Python and Bytewax must join the same calls)"
+  EVENTS=3000 ROUNDS=1 TOOLCALLS_BIN=target/debug/toolcalls benches/peers/run.sh
 fi
