@@ -666,6 +666,10 @@ pub fn live_pending(
         for session in sessions {
             let (status, body) =
                 rt.block_on(http_get(*addr, &format!("/v1/sessions/{session}/pending")));
+            // 421: the session's partition is another instance's, which answers for it.
+            if status == 421 {
+                continue;
+            }
             assert_eq!(status, 200, "pending calls of {session} at {addr}: {body}");
             let v: serde_json::Value = serde_json::from_str(&body).expect("a JSON answer");
             for r in v["pending"].as_array().into_iter().flatten() {
