@@ -83,7 +83,7 @@ fn core_path(
         // producer one message at a time.
         for r in out.records.drain(..) {
             buf.clear();
-            serde_json::to_writer(&mut *buf, &r).unwrap();
+            r.encode_into(buf);
             bytes += black_box(&*buf).len();
         }
         if changelog && i % 500 == 499 {
