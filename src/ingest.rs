@@ -20,7 +20,6 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use toolcalls_adapters::{parse, partition_key, Format, Options, Parsed};
 use toolcalls_model::{Event, EventKind, Timestamp};
-use toolcalls_processor::config;
 use toolcalls_settings::{ConfigFile, Dur};
 
 #[derive(Debug, clap::Args)]
@@ -31,7 +30,7 @@ pub struct Args {
     #[command(flatten)]
     opts: Opts,
     #[command(flatten, next_help_heading = "Kafka (without --out)")]
-    publish: Publish,
+    publish: crate::publish_args::Publish,
     #[command(flatten, next_help_heading = "Following (--follow)")]
     follow: crate::follow::Opts,
 }
@@ -86,35 +85,6 @@ struct Opts {
         help_heading = "Kafka (without --out)"
     )]
     delivery_timeout: Dur,
-}
-
-/// Where the events go without `--out`: the processor's cluster and input topics, with the
-/// processor's keys in the config file.
-#[derive(Debug, clap::Args)]
-struct Publish {
-    /// Kafka bootstrap servers
-    #[arg(long, env = "TOOLCALLS_BROKERS", value_name = "HOSTS", default_value = config::DEFAULT_BROKERS)]
-    brokers: String,
-    /// librdkafka property for the producer, repeatable: `--kafka security.protocol=SSL` (the
-    /// default partitioner is `murmur2_random`; all producers of the input topics must use the
-    /// same one); the variable takes a comma-separated list; the flags (or else the variable) go
-    /// after the file's `[kafka]` table
-    #[arg(long = "kafka", env = "TOOLCALLS_KAFKA", value_name = "KEY=VALUE", value_parser = toolcalls_settings::parse_key_value, value_delimiter = ',')]
-    kafka: Vec<(String, String)>,
-    #[command(flatten)]
-    topics: InputTopics,
-}
-
-/// The processor's input topics: `[topics]` in the config file.
-#[derive(Debug, clap::Args)]
-#[group(id = "topics")]
-struct InputTopics {
-    /// Topic for announces and turn, approval and hook events
-    #[arg(long = "announce-topic", env = "TOOLCALLS_ANNOUNCE_TOPIC", value_name = "TOPIC", default_value = config::DEFAULT_ANNOUNCE_TOPIC)]
-    announce: String,
-    /// Topic for completions and execution ends
-    #[arg(long = "completion-topic", env = "TOOLCALLS_COMPLETION_TOPIC", value_name = "TOPIC", default_value = config::DEFAULT_COMPLETION_TOPIC)]
-    completion: String,
 }
 
 fn parse_time(s: &str) -> Result<Timestamp, String> {
@@ -218,27 +188,13 @@ pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
 
 /// The producer of the input topics, once the brokers answer and both topics exist.
 fn publisher(args: &Args, file: &ConfigFile) -> anyhow::Result<toolcalls_producer::Publisher> {
-    let Publish {
-        brokers,
-        kafka,
-        topics,
-    } = &args.publish;
+    let brokers = &args.publish.brokers;
     // Brokers out of reach are said at once and every 10 s, quiet or not.
     let watch = toolcalls_producer::BrokerWatch::new(brokers, |notice| {
         eprintln!("toolcalls ingest: {notice}");
     });
     let publisher = toolcalls_producer::Publisher::with_watch(
-        toolcalls_producer::PublishSettings {
-            brokers: brokers.clone(),
-            announce_topic: topics.announce.clone(),
-            completion_topic: topics.completion.clone(),
-            kafka: file
-                .pairs("kafka")
-                .into_iter()
-                .chain(kafka.clone())
-                .collect(),
-            flush_timeout: args.opts.delivery_timeout.0,
-        },
+        args.publish.settings(file, args.opts.delivery_timeout.0),
         std::sync::Arc::new(watch),
     )?;
     publisher.check_topics()?;

@@ -5,6 +5,8 @@ mod checksum;
 mod follow;
 mod ingest;
 mod local;
+mod publish_args;
+mod receive;
 mod run;
 mod topics;
 
@@ -36,6 +38,9 @@ enum Command {
     Local(local::Args),
     /// Turn native agent files (Claude Code, Codex, Gemini, OpenAI, …) into v1 events.
     Ingest(ingest::Args),
+    /// Receive Claude Code hook payloads, OTLP traces and v1 events over HTTP and publish them
+    /// (see docs/OPERATIONS.md, "Receiving over HTTP").
+    Receive(receive::Args),
     /// Create or check the processor's topics.
     Topics(topics::Args),
     /// Print the ADK checksum, sha256 of the canonical {tool, args}, of one call.
@@ -53,6 +58,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::main(*args, &file),
         Command::Local(args) => local::main(args),
         Command::Ingest(args) => ingest::main(args, &file),
+        Command::Receive(args) => receive::main(args, &file),
         Command::Topics(args) => topics::main(args, &file),
         Command::Checksum(args) => checksum::main(args),
         Command::Audit(args) => audit::main(args, &file),
@@ -87,8 +93,8 @@ mod tests {
         leaves(&toolcalls_settings::command::<Cli>(), "", &mut commands);
         assert_eq!(
             commands.len(),
-            7,
-            "run, local, ingest, topics create/check, checksum, audit"
+            8,
+            "run, local, ingest, receive, topics create/check, checksum, audit"
         );
         for (name, cmd) in commands.iter().filter(|(n, _)| !n.ends_with("checksum")) {
             let mut vars = std::collections::BTreeSet::new();

@@ -167,6 +167,32 @@ const METADATA_ATTEMPT: Duration = Duration::from_secs(1);
 /// its own (a dropped SYN takes librdkafka 30 s to report).
 const SILENCE: Duration = Duration::from_secs(3);
 
+impl PublishSettings {
+    /// The librdkafka configuration every producer of the input topics uses (`ingest`,
+    /// `receive`): keyed by session with `murmur2_random`, idempotent, the delivery timeout as
+    /// `message.timeout.ms`, no topic auto-creation; then the `--kafka` properties.
+    pub fn client_config(&self, client_id: &str) -> ClientConfig {
+        let timeout_ms = self.flush_timeout.as_millis().clamp(1, i32::MAX as u128);
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", &self.brokers)
+            .set("client.id", client_id)
+            .set("enable.idempotence", "true")
+            .set("partitioner", "murmur2_random")
+            .set("linger.ms", "5")
+            .set("compression.type", "lz4")
+            // Events are not kept for five minutes (librdkafka's default) when the brokers
+            // cannot be reached: the delivery timeout bounds them.
+            .set("message.timeout.ms", timeout_ms.to_string())
+            // A mistyped topic name must not create a topic on a broker that would.
+            .set("allow.auto.create.topics", "false")
+            .set_log_level(RDKafkaLogLevel::Warning);
+        for (k, v) in &self.kafka {
+            c.set(k, v);
+        }
+        c
+    }
+}
+
 impl Publisher {
     /// A publisher whose broker troubles are kept for its errors but not said meanwhile.
     pub fn new(settings: PublishSettings) -> Result<Self, PublishError> {
@@ -180,27 +206,8 @@ impl Publisher {
         watch: Arc<BrokerWatch>,
     ) -> Result<Self, PublishError> {
         let deliveries = Arc::new(Deliveries::default());
-        let timeout_ms = settings
-            .flush_timeout
-            .as_millis()
-            .clamp(1, i32::MAX as u128);
-        let mut c = ClientConfig::new();
-        c.set("bootstrap.servers", &settings.brokers)
-            .set("client.id", "toolcalls-ingest")
-            .set("enable.idempotence", "true")
-            .set("partitioner", "murmur2_random")
-            .set("linger.ms", "5")
-            .set("compression.type", "lz4")
-            // Events are not kept for five minutes (librdkafka's default) when the brokers
-            // cannot be reached: the delivery timeout bounds them.
-            .set("message.timeout.ms", timeout_ms.to_string())
-            // A mistyped topic name must not create a topic on a broker that would.
-            .set("allow.auto.create.topics", "false")
-            .set_log_level(RDKafkaLogLevel::Warning);
-        for (k, v) in &settings.kafka {
-            c.set(k, v);
-        }
-        let producer = c
+        let producer = settings
+            .client_config("toolcalls-ingest")
             .create_with_context(Context {
                 deliveries: deliveries.clone(),
                 watch: watch.clone(),

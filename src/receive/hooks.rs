@@ -1,0 +1,116 @@
+//! `POST /v1/hooks/claude-code`: Claude Code hook payloads (PreToolUse, PostToolUse,
+//! PostToolUseFailure, PermissionRequest, Stop, SessionEnd, …), one per request as a hook command
+//! posts its standard input, or several as JSON lines. Read by the claude-code-hooks adapter.
+//!
+//! Hook payloads carry no time: the event time is the time the request was received (line *i*
+//! of a request gets that time plus *i* ms, the adapter's rule for formats without times); a
+//! payload that does carry one (`timestamp`, as a logging hook may add) keeps it. The answer is
+//! 204 with an empty body, so that a hook command that prints what it gets shows nothing.
+
+use super::reply;
+use super::state::Shared;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+use toolcalls_adapters::{parse, Format, Options};
+use toolcalls_model::{Event, Timestamp};
+
+pub const ROUTE: &str = "hooks/claude-code";
+
+pub async fn claude_code(
+    State(s): State<Arc<Shared>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match reply::body(&s, body) {
+        Ok(b) => b,
+        Err(r) => return r.into_response(),
+    };
+    let events = match read(&body, now()) {
+        Ok(events) => events,
+        Err(why) => return reply::bad(why),
+    };
+    match reply::deliver(&s, ROUTE, &events).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(r) => r.into_response(),
+    }
+}
+
+/// The receive time, in milliseconds.
+fn now() -> Timestamp {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Timestamp::from_millis(i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// The events of a request's hook payloads, stamped `received` where they carry no time; or
+/// why the payload cannot be read.
+pub fn read(body: &[u8], received: Timestamp) -> Result<Vec<Event>, String> {
+    let text = body.trim_ascii();
+    if text.is_empty() {
+        return Err(
+            "the body is empty; expected a Claude Code hook payload (the hook's standard input)"
+                .into(),
+        );
+    }
+    // One payload written over several lines (pretty-printed): the adapter reads lines.
+    let compact;
+    let input = if text.contains(&b'\n') {
+        match serde_json::from_slice::<serde_json::Value>(text) {
+            Ok(v) => {
+                compact = serde_json::to_vec(&v).expect("a JSON value serializes");
+                &compact[..]
+            }
+            Err(_) => text,
+        }
+    } else {
+        text
+    };
+    let options = Options {
+        base_time: Some(received),
+        ..Options::default()
+    };
+    let parsed = parse(Format::ClaudeCodeHooks, "request", input, &options);
+    if !parsed.errors.is_empty() {
+        let problems: Vec<String> = parsed.errors.iter().map(ToString::to_string).collect();
+        return Err(reply::reasons(&problems));
+    }
+    Ok(parsed.events)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_are_stamped_with_the_receive_time() {
+        let at = Timestamp::from_millis(1_780_000_000_000);
+        let pre = br#"{"session_id":"s","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"ls"},"tool_use_id":"toolu_1"}"#;
+        let events = read(pre, at).unwrap();
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].time, at);
+        let pretty =
+            serde_json::to_vec_pretty(&serde_json::from_slice::<serde_json::Value>(pre).unwrap())
+                .unwrap();
+        assert_eq!(
+            read(&pretty, at).unwrap(),
+            events,
+            "one payload over several lines"
+        );
+        let e = read(br#"{"session_id":"s","tool_name":"Bash"}"#, at).unwrap_err();
+        assert!(
+            e.contains("request:1") && e.contains("hook_event_name"),
+            "{e}"
+        );
+        assert!(read(b"not json", at).unwrap_err().contains("not JSON"));
+        assert!(read(b" \n", at).unwrap_err().contains("empty"));
+        let quiet = br#"{"session_id":"s","hook_event_name":"Notification","message":"hi"}"#;
+        assert!(
+            read(quiet, at).unwrap().is_empty(),
+            "nothing for the ledger"
+        );
+    }
+}

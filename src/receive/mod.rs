@@ -1,0 +1,85 @@
+//! `toolcalls receive`: an HTTP server that agents push to — Claude Code hook payloads, OTLP/HTTP
+//! traces of OpenTelemetry GenAI spans, v1 events as JSON lines — publishing what they send onto
+//! the processor's input topics, keyed by session as `toolcalls ingest` publishes.
+//!
+//! A request is answered 2xx only once the brokers acknowledged every event it gave; 400 (with
+//! the reason) when any part of it cannot be read, and then nothing of it is published; 413 over
+//! `--max-body-bytes`; 401 without the token when `--token` is set; 503 when the brokers did not
+//! acknowledge within the delivery timeout (the client retries; the processor drops repeats).
+//! docs/OPERATIONS.md, "Receiving over HTTP", is the user's account.
+//!
+//! - [`opts`]: the options; [`server`]: the listeners and the graceful stop;
+//! - [`hooks`], [`traces`] (with [`otlp`], protobuf to OTLP JSON), [`events`]: one route each;
+//! - [`reply`]: the answers they share; [`deliver`]: the producer that waits for each request's
+//!   acknowledgements; [`auth`]: the token; [`metrics`]: the counters.
+
+mod auth;
+mod deliver;
+mod events;
+mod hooks;
+mod metrics;
+mod opts;
+mod otlp;
+mod reply;
+mod server;
+mod state;
+mod traces;
+
+pub use opts::Args;
+
+use anyhow::Context as _;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+use toolcalls_settings::ConfigFile;
+
+pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
+    let o = &args.opts;
+    o.check()?;
+    init_logging();
+    let listener = std::net::TcpListener::bind(o.listen).with_context(|| {
+        format!(
+            "cannot listen on {}; is another receiver running there? (--listen)",
+            o.listen
+        )
+    })?;
+    let metrics_listener = o
+        .metrics_addr
+        .map(|addr| {
+            std::net::TcpListener::bind(addr)
+                .with_context(|| format!("cannot listen on {addr} (--metrics-addr)"))
+        })
+        .transpose()?;
+    let delivery_timeout = o.delivery_timeout.0;
+    let deliverer = deliver::Deliverer::connect(args.publish.settings(file, delivery_timeout))?;
+    let shared = Arc::new(state::Shared {
+        deliverer,
+        metrics: Arc::new(metrics::Metrics::new()),
+        max_body_bytes: o.max_body_bytes,
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    // Requests in flight wait at most the delivery timeout for their acknowledgements; a few
+    // seconds more for a slow client to send the rest of its body.
+    let grace = delivery_timeout + Duration::from_secs(5);
+    runtime.block_on(server::serve(
+        shared,
+        o.token.clone(),
+        listener,
+        metrics_listener,
+        grace,
+    ))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .with_ansi(toolcalls_processor::logging::colours())
+        .try_init();
+}

@@ -1,0 +1,133 @@
+//! The options of `toolcalls receive`: `[receive]` in the config file, and the Kafka options
+//! `toolcalls ingest` has.
+
+use crate::publish_args::Publish;
+use std::net::SocketAddr;
+use std::time::Duration;
+use toolcalls_processor::Secret;
+use toolcalls_settings::Dur;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub opts: Opts,
+    #[command(flatten, next_help_heading = "Kafka")]
+    pub publish: Publish,
+}
+
+/// `[receive]` in the config file.
+#[derive(Debug, clap::Args)]
+#[group(id = "receive")]
+pub struct Opts {
+    /// Address to listen on for hook payloads, OTLP traces and v1 events (see
+    /// docs/OPERATIONS.md, "Receiving over HTTP"); an address beyond loopback needs --token
+    #[arg(long, env = "TOOLCALLS_RECEIVE_LISTEN", value_name = "ADDR", default_value_t = SocketAddr::from(([127, 0, 0, 1], 4319)))]
+    pub listen: SocketAddr,
+    /// Bearer token every request must carry (`Authorization: Bearer <token>`); required when
+    /// --listen is not a loopback address. Prefer the variable (or a file) to the flag, which
+    /// other users of the host can see
+    #[arg(
+        long,
+        env = "TOOLCALLS_RECEIVE_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<Secret>,
+    /// Largest request body accepted; a larger one is answered 413 and nothing of it is published
+    #[arg(
+        long,
+        env = "TOOLCALLS_RECEIVE_MAX_BODY_BYTES",
+        value_name = "BYTES",
+        default_value_t = 8 << 20
+    )]
+    pub max_body_bytes: usize,
+    /// How long a request waits for the brokers to acknowledge its events before it is answered
+    /// 503 (the events may still arrive; a retry is deduplicated by the processor)
+    #[arg(
+        long,
+        env = "TOOLCALLS_RECEIVE_DELIVERY_TIMEOUT",
+        value_name = "DURATION",
+        default_value_t = Dur(Duration::from_secs(10))
+    )]
+    pub delivery_timeout: Dur,
+    /// Address of a listener of its own for /metrics and /healthz (no token: they tell counts,
+    /// never payloads); off unless set
+    #[arg(long, env = "TOOLCALLS_RECEIVE_METRICS_ADDR", value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+impl Opts {
+    /// Refuses settings that would expose the listener or could never work.
+    pub fn check(&self) -> anyhow::Result<()> {
+        if self.token.as_ref().is_some_and(|t| t.0.trim().is_empty()) {
+            anyhow::bail!("--token is empty; give a long random token, or leave it unset");
+        }
+        if !self.listen.ip().is_loopback() && self.token.is_none() {
+            anyhow::bail!(
+                "--listen {} is reachable beyond this host, and anyone who reaches it could write into the ledger: set --token (TOOLCALLS_RECEIVE_TOKEN), or listen on 127.0.0.1",
+                self.listen
+            );
+        }
+        if self.max_body_bytes == 0 {
+            anyhow::bail!("--max-body-bytes must be greater than 0");
+        }
+        if self.delivery_timeout.0.is_zero() {
+            anyhow::bail!("--delivery-timeout must be greater than 0");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn opts(argv: &[&str], file: Option<&str>) -> Result<Opts, String> {
+        let dir =
+            std::env::temp_dir().join(format!("toolcalls-receive-opts-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut full = vec!["receive".to_owned()];
+        if let Some(text) = file {
+            let path = dir.join(format!("{}.toml", argv.len()));
+            std::fs::write(&path, text).unwrap();
+            full.extend(["-c".to_owned(), path.display().to_string()]);
+        }
+        full.extend(argv.iter().map(|s| (*s).to_owned()));
+        let (cli, _) =
+            toolcalls_settings::try_parse_from::<Cli, _, _>(full).map_err(|e| e.to_string())?;
+        cli.args.opts.check().map_err(|e| e.to_string())?;
+        Ok(cli.args.opts)
+    }
+
+    #[test]
+    fn the_receive_table_and_the_token_rule() {
+        let o = opts(&[], None).unwrap();
+        assert_eq!(o.listen, SocketAddr::from(([127, 0, 0, 1], 4319)));
+        assert_eq!(
+            (o.max_body_bytes, o.delivery_timeout.0),
+            (8 << 20, Duration::from_secs(10))
+        );
+        let file = "[receive]\nlisten = \"0.0.0.0:4400\"\ntoken = \"from-file\"\nmax_body_bytes = 1024\ndelivery_timeout = \"2s\"\n";
+        let o = opts(&[], Some(file)).unwrap();
+        assert_eq!(o.listen, SocketAddr::from(([0, 0, 0, 0], 4400)));
+        assert_eq!(o.token, Some(Secret("from-file".into())));
+        assert_eq!(
+            (o.max_body_bytes, o.delivery_timeout.0),
+            (1024, Duration::from_secs(2))
+        );
+        assert!(
+            !format!("{o:?}").contains("from-file"),
+            "the token never shows"
+        );
+        let e = opts(&["--listen", "0.0.0.0:4319"], None).unwrap_err();
+        assert!(e.contains("set --token"), "{e}");
+        assert!(opts(&["--listen", "[::1]:4319"], None).is_ok());
+        assert!(opts(&["--token", " "], None).unwrap_err().contains("empty"));
+    }
+}

@@ -1,0 +1,90 @@
+//! Answers every route shares: errors as `{"error": "…"}` with a status, the body read within
+//! the size limit, and a request's events delivered before it is answered.
+
+use super::state::Shared;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use toolcalls_model::Event;
+
+pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    let message: String = message.into();
+    (status, Json(serde_json::json!({ "error": message }))).into_response()
+}
+
+/// A request refused: its status and why (an error answer, built when needed).
+pub struct Refusal {
+    status: StatusCode,
+    message: String,
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let mut response = error(self.status, self.message);
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        response
+    }
+}
+
+/// The body, or 413 over `--max-body-bytes` (and 400 when it cannot be read).
+pub fn body(s: &Shared, body: Result<Bytes, BytesRejection>) -> Result<Bytes, Refusal> {
+    body.map_err(|rejection| match rejection.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => Refusal {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            message: format!(
+                "the body is larger than {} bytes (--max-body-bytes); nothing of it was published",
+                s.max_body_bytes
+            ),
+        },
+        status => Refusal {
+            status,
+            message: format!("cannot read the body ({rejection})"),
+        },
+    })
+}
+
+/// 400 for a payload that cannot be read, saying why; nothing of it is published.
+pub fn bad(why: String) -> Response {
+    error(
+        StatusCode::BAD_REQUEST,
+        format!("{why}; nothing of this request was published"),
+    )
+}
+
+/// The first problems of a payload, one reason.
+pub fn reasons(problems: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut why = problems[..problems.len().min(SHOWN)].join("; ");
+    if problems.len() > SHOWN {
+        why.push_str(&format!(" (and {} more)", problems.len() - SHOWN));
+    }
+    why
+}
+
+/// Publishes `events` and waits until the brokers acknowledged every one: `Ok` then, else 503
+/// saying why (the client should retry: the processor drops what arrives twice).
+pub async fn deliver(s: &Shared, route: &'static str, events: &[Event]) -> Result<(), Refusal> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    match s.deliverer.deliver(events).await {
+        Ok(()) => {
+            s.metrics.events(route, events.len());
+            Ok(())
+        }
+        Err(why) => {
+            tracing::warn!(route, events = events.len(), "not delivered: {why}");
+            Err(Refusal {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                message: format!("the events were not all acknowledged by the Kafka brokers: {why}; retry (the processor drops repeats)"),
+            })
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! The listeners, and the graceful stop: at SIGTERM or SIGINT the receiver stops accepting
+//! connections, lets the requests in flight finish (each waits at most the delivery timeout for
+//! its acknowledgements), flushes the producer and exits 0.
+
+use super::metrics;
+use super::state::Shared;
+use super::{auth, events, hooks, traces};
+use axum::extract::DefaultBodyLimit;
+use axum::routing::post;
+use axum::Router;
+use std::sync::Arc;
+use std::time::Duration;
+use toolcalls_processor::Secret;
+
+/// The receiving listener's routes, behind the token when there is one, every answer counted.
+pub fn router(s: Arc<Shared>, token: Option<Secret>) -> Router {
+    let mut app = Router::new()
+        .route("/v1/hooks/claude-code", post(hooks::claude_code))
+        .route("/v1/traces", post(traces::traces))
+        .route("/v1/events", post(events::events))
+        .layer(DefaultBodyLimit::max(s.max_body_bytes));
+    if let Some(token) = token {
+        app = app.layer(axum::middleware::from_fn_with_state(
+            Arc::new(token),
+            auth::authorize,
+        ));
+    }
+    app.layer(axum::middleware::from_fn_with_state(
+        s.metrics.clone(),
+        metrics::count,
+    ))
+    .with_state(s)
+}
+
+/// Serves until SIGTERM or SIGINT, then stops as the module says.
+pub async fn serve(
+    s: Arc<Shared>,
+    token: Option<Secret>,
+    listener: std::net::TcpListener,
+    metrics_listener: Option<std::net::TcpListener>,
+    grace: Duration,
+) -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        tracing::info!("stopping: no new connections; finishing the requests in flight");
+        let _ = stop_tx.send(true);
+    });
+    if let Some(l) = metrics_listener {
+        l.set_nonblocking(true)?;
+        let l = tokio::net::TcpListener::from_std(l)?;
+        tracing::info!("metrics on http://{}/metrics", l.local_addr()?);
+        let app = metrics::router(s.metrics.clone());
+        tokio::spawn(async move {
+            if let Err(e) = axum::serve(l, app).await {
+                tracing::warn!("the metrics listener stopped: {e}");
+            }
+        });
+    }
+    listener.set_nonblocking(true)?;
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    tracing::info!("listening on {}", listener.local_addr()?);
+    let mut stopped = stop_rx.clone();
+    let server =
+        axum::serve(listener, router(s.clone(), token)).with_graceful_shutdown(async move {
+            let _ = stopped.wait_for(|stop| *stop).await;
+        });
+    let mut stopped = stop_rx;
+    tokio::select! {
+        served = server => served?,
+        _ = async {
+            let _ = stopped.wait_for(|stop| *stop).await;
+            tokio::time::sleep(grace).await;
+        } => tracing::warn!("requests still open {grace:?} after the stop signal; stopping without them"),
+    }
+    let flushed = tokio::task::spawn_blocking(move || s.deliverer.flush()).await?;
+    flushed?;
+    tracing::info!("stopped");
+    Ok(())
+}

@@ -1,0 +1,602 @@
+//! `toolcalls receive` against a real broker, driven as agents drive it:
+//!
+//! - a real `curl` posts each Claude Code hook payload of a hook log (deploy/demo's) as a hook
+//!   command does, one request per payload; the OpenTelemetry Python SDK's OTLP/HTTP exporter
+//!   posts GenAI `execute_tool` spans (protobuf); `curl` posts OTLP JSON and v1 events. The
+//!   processor's records equal those of `toolcalls ingest` of the same payloads (the hook
+//!   records up to their times: hook payloads carry none, the receiver stamps the receive time
+//!   where ingest stamps the line number);
+//! - bad payloads are answered 400 with the reason and publish nothing, a body over the limit
+//!   413, a request without the token 401; a listener beyond loopback without a token is refused.
+//!
+//! Needs `curl` and the OpenTelemetry SDK that scripts/install-test-deps.sh installs under
+//! .tools/otel.
+
+#[path = "processor/harness.rs"]
+#[allow(dead_code)]
+mod harness;
+
+use harness::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use toolcalls_processor::Settings;
+
+/// A `toolcalls receive` child process, its stderr collected; killed on drop.
+struct Receiver {
+    child: Child,
+    log: Arc<Mutex<Vec<String>>>,
+    url: String,
+    metrics: Option<String>,
+}
+
+impl Receiver {
+    fn start(s: &Settings, extra: &[&str]) -> Receiver {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+            .env_clear()
+            .env("RUST_LOG", "info")
+            .args([
+                "receive",
+                "--listen",
+                "127.0.0.1:0",
+                "--metrics-addr",
+                "127.0.0.1:0",
+                "--brokers",
+                &s.brokers,
+                "--announce-topic",
+                &s.topics.announce,
+                "--completion-topic",
+                &s.topics.completion,
+            ])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("toolcalls receive");
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let lines = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(line);
+            }
+        });
+        let mut r = Receiver {
+            child,
+            log,
+            url: String::new(),
+            metrics: None,
+        };
+        let after = |log: &[String], needle: &str| {
+            log.iter()
+                .find_map(|l| l.split_once(needle).map(|(_, a)| a.trim().to_owned()))
+        };
+        wait_until("the receiver to listen", || {
+            assert!(
+                r.child.try_wait().unwrap().is_none(),
+                "the receiver exited: {}",
+                r.log_text()
+            );
+            after(&r.log.lock().unwrap(), "listening on ").is_some()
+        });
+        let log = r.log.lock().unwrap().clone();
+        r.url = format!("http://{}", after(&log, "listening on ").unwrap());
+        r.metrics = after(&log, "metrics on ");
+        r
+    }
+
+    fn log_text(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
+    /// SIGTERM: it finishes what is in flight, flushes and exits 0.
+    fn stop(mut self) {
+        Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap();
+        let mut status = None;
+        wait_until("the receiver to exit after SIGTERM", || {
+            status = self.child.try_wait().unwrap();
+            status.is_some()
+        });
+        assert!(
+            status.unwrap().success(),
+            "receiver exited {status:?}: {}",
+            self.log_text()
+        );
+        wait_until("the receiver's last words", || {
+            self.log_text().contains("stopped")
+        });
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What `curl` gave: the HTTP status, the body, and curl's own exit status.
+struct Curl {
+    status: u16,
+    body: String,
+    ok: bool,
+}
+
+/// `curl -sS ARGS… URL` with `stdin` as its standard input; the status comes from `-w`.
+fn curl(args: &[&str], url: &str, stdin: &[u8]) -> Curl {
+    let mut child = Command::new("curl")
+        .args(["-sS", "-o", "-", "-w", "\n%{http_code}", "--max-time", "60"])
+        .args(args)
+        .arg(url)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("curl (is it installed?)");
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin).unwrap();
+    drop(input);
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (body, code) = text.rsplit_once('\n').unwrap();
+    Curl {
+        status: code.trim().parse().unwrap_or(0),
+        body: body.to_owned(),
+        ok: out.status.success(),
+    }
+}
+
+fn python_otel() -> PathBuf {
+    let p = workspace_root().join(".tools/otel/bin/python");
+    assert!(
+        p.exists(),
+        "no OpenTelemetry SDK at {}: run scripts/install-test-deps.sh",
+        p.display()
+    );
+    p
+}
+
+/// Makes GenAI `execute_tool` spans with the OpenTelemetry Python SDK: exports the first batch
+/// with its OTLP/HTTP protobuf exporter to `endpoint` (failing unless the export succeeded),
+/// and writes both batches as OTLP JSON lines, the second pretty-printed, for ingest and curl.
+const OTEL_SCRIPT: &str = r#"
+import json, sys
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.trace import Status, StatusCode
+
+endpoint, token, exported_path, pretty_path = sys.argv[1:5]
+
+def spans(conversation, prefix):
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("toolcalls-receive-test")
+    def tool(name, call_id, args):
+        attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
+                 "gen_ai.conversation.id": conversation, "gen_ai.agent.name": "weather-bot",
+                 "gen_ai.tool.call.arguments": json.dumps(args)}
+        if call_id:
+            attrs["gen_ai.tool.call.id"] = call_id
+        return tracer.start_as_current_span("execute_tool " + name, attributes=attrs)
+    with tracer.start_as_current_span("invoke_agent weather-bot",
+                                      attributes={"gen_ai.operation.name": "invoke_agent"}):
+        with tool("get_weather", prefix + "_1", {"city": "Paris"}) as s:
+            s.set_attribute("gen_ai.tool.call.result", '{"temp": 21}')
+            s.set_attribute("attempt", 1)
+        with tool("send_email", prefix + "_2", {"to": "ops@example.com"}) as s:
+            s.set_status(Status(StatusCode.ERROR, "smtp unreachable"))
+            s.set_attribute("error.type", "ConnectionError")
+        with tool("lookup", None, {"q": "umbrella"}):
+            pass
+    provider.shutdown()
+    return memory.get_finished_spans()
+
+def any_value(v):
+    if isinstance(v, bool): return {"boolValue": v}
+    if isinstance(v, int): return {"intValue": str(v)}
+    if isinstance(v, float): return {"doubleValue": v}
+    return {"stringValue": str(v)}
+
+def otlp_json(batch):
+    out = []
+    for s in batch:
+        span = {"traceId": format(s.context.trace_id, "032x"), "spanId": format(s.context.span_id, "016x"),
+                "name": s.name, "startTimeUnixNano": str(s.start_time), "endTimeUnixNano": str(s.end_time),
+                "attributes": [{"key": k, "value": any_value(v)} for k, v in s.attributes.items()],
+                "status": {"code": s.status.status_code.value, "message": s.status.description or ""}}
+        if s.parent is not None:
+            span["parentSpanId"] = format(s.parent.span_id, "016x")
+        out.append(span)
+    return {"resourceSpans": [{"scopeSpans": [{"scope": {"name": "toolcalls-receive-test"}, "spans": out}]}]}
+
+exported = spans("conv-py", "call_py")
+headers = {"Authorization": "Bearer " + token} if token else None
+result = OTLPSpanExporter(endpoint=endpoint, headers=headers, timeout=30).export(exported)
+if result != SpanExportResult.SUCCESS:
+    sys.exit("the OTLP export failed: %s" % result)
+with open(exported_path, "w") as f:
+    f.write(json.dumps(otlp_json(exported)) + "\n")
+with open(pretty_path, "w") as f:
+    f.write(json.dumps(otlp_json(spans("conv-json", "call_js")), indent=2))
+"#;
+
+/// A record as both runs can compare it: without where its inputs were read from, and, for the
+/// hook records, without its times (the receive time against ingest's line numbers).
+fn comparable(bytes: &[u8]) -> (String, String) {
+    let mut r: Value = serde_json::from_slice(bytes).unwrap();
+    r.as_object_mut().unwrap().remove("provenance");
+    let key = format!(
+        "{}/{}/{}",
+        r["metadata"]["source"].as_str().unwrap(),
+        r["metadata"]["session"].as_str().unwrap(),
+        r["correlation"]["key"].as_str().unwrap_or("")
+    );
+    if r["metadata"]["source"] == "claude-code" {
+        untimed(&mut r);
+    }
+    (key, r.to_string())
+}
+
+/// Every time in `v` (an RFC 3339 string, or a duration in ms) made the same.
+fn untimed(v: &mut Value) {
+    match v {
+        Value::String(s) if toolcalls_model::Timestamp::parse_rfc3339(s).is_ok() => {
+            *s = "<time>".into()
+        }
+        Value::Array(a) => a.iter_mut().for_each(untimed),
+        Value::Object(o) => {
+            for (k, v) in o.iter_mut() {
+                if k == "durationMs" {
+                    *v = Value::from(0);
+                } else {
+                    untimed(v);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Starts a processor on `s`'s topics, waits until it committed every input, returns its
+/// records.
+fn records(s: &Settings) -> BTreeMap<String, String> {
+    let inputs = sent(s) as i64;
+    let _running = Proc::spawn(s, "i0", None);
+    wait_until("every input committed", || {
+        committed_total(&s.group, &s.topics.announce)
+            + committed_total(&s.group, &s.topics.completion)
+            == inputs
+    });
+    read_to_end(&s.topics.records)
+        .iter()
+        .map(|m| comparable(m.payload.as_deref().unwrap()))
+        .collect()
+}
+
+fn sent(s: &Settings) -> usize {
+    read_to_end(&s.topics.announce).len() + read_to_end(&s.topics.completion).len()
+}
+
+fn topics(name: &str) -> Settings {
+    let s = settings(name);
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(create_topics(&s, 2));
+    s
+}
+
+fn work_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(unique(name));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn ingest(s: &Settings, format: &str, files: &[&Path]) {
+    let mut args = vec![
+        "ingest".to_owned(),
+        "-q".into(),
+        "--format".into(),
+        format.into(),
+        "--brokers".into(),
+        s.brokers.clone(),
+        "--announce-topic".into(),
+        s.topics.announce.clone(),
+        "--completion-topic".into(),
+        s.topics.completion.clone(),
+    ];
+    args.extend(files.iter().map(|f| f.display().to_string()));
+    toolcalls_ok(&args);
+}
+
+#[test]
+fn hooks_spans_and_events_give_the_records_of_ingest() {
+    let received = topics("recv");
+    let once = topics("once");
+    let work = work_dir("toolcalls-receive");
+    let r = Receiver::start(&received, &[]);
+
+    // The hook log of the demo, one payload per request, as Claude Code's hook command posts it.
+    let hook_log = workspace_root().join("deploy/demo/claude-code-hooks.jsonl");
+    let hooks_url = format!("{}/v1/hooks/claude-code", r.url);
+    let payloads = std::fs::read(&hook_log).unwrap();
+    let mut posted = 0;
+    for payload in payloads.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let c = curl(&["-f", "--data-binary", "@-"], &hooks_url, payload);
+        assert!(
+            c.ok && c.status == 204 && c.body.is_empty(),
+            "{} {}",
+            c.status,
+            c.body
+        );
+        posted += 1;
+    }
+    assert_eq!(posted, 14);
+
+    // Spans from the OpenTelemetry SDK's OTLP/HTTP exporter (protobuf), then OTLP JSON by curl.
+    let exported = work.join("exported.jsonl");
+    let pretty = work.join("pretty.json");
+    let out = Command::new(python_otel())
+        .env_clear()
+        .arg("-c")
+        .arg(OTEL_SCRIPT)
+        .arg(format!("{}/v1/traces", r.url))
+        .arg("")
+        .args([&exported, &pretty])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the OpenTelemetry SDK: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let c = curl(
+        &[
+            "-H",
+            "Content-Type: application/json",
+            "--data-binary",
+            "@-",
+        ],
+        &format!("{}/v1/traces", r.url),
+        &std::fs::read(&pretty).unwrap(),
+    );
+    assert_eq!((c.status, c.body.as_str()), (200, "{}"));
+
+    // v1 events as JSON lines, one request.
+    let (announces, completions) = synth("recv-events", 2, 3);
+    let events: Vec<_> = announces.into_iter().chain(completions).collect();
+    let lines: Vec<u8> = events
+        .iter()
+        .flat_map(|e| [e.encode(), b"\n".to_vec()].concat())
+        .collect();
+    let c = curl(
+        &["--data-binary", "@-"],
+        &format!("{}/v1/events", r.url),
+        &lines,
+    );
+    assert_eq!(
+        (c.status, c.body.as_str()),
+        (200, r#"{"accepted":12}"#),
+        "{}",
+        c.body
+    );
+
+    let metrics = http_text(r.metrics.as_deref().unwrap());
+    for line in [
+        r#"toolcalls_receive_requests_total{route="hooks/claude-code",status="204"} 14"#,
+        r#"toolcalls_receive_requests_total{route="traces",status="200"} 2"#,
+        r#"toolcalls_receive_events_total{route="traces"} 12"#,
+        r#"toolcalls_receive_events_total{route="events"} 12"#,
+    ] {
+        assert!(metrics.contains(line), "{line} in\n{metrics}");
+    }
+    r.stop();
+
+    // The same payloads through `toolcalls ingest`, and the v1 events as they are.
+    ingest(&once, "claude-code-hooks", &[&hook_log]);
+    ingest(&once, "otel", &[&exported, &pretty]);
+    produce_events(&once, &events);
+    assert_eq!(sent(&received), sent(&once), "as many events both ways");
+
+    let want = records(&once);
+    let got = records(&received);
+    let by_source = |m: &BTreeMap<String, String>, source: &str| {
+        m.keys().filter(|k| k.starts_with(source)).count()
+    };
+    // The demo: four calls succeed, one fails; the one denied and the one still running when
+    // the turn ends have no record before the turn's grace (a month here). Three calls per batch
+    // of spans; six synthetic calls.
+    assert_eq!(
+        (
+            by_source(&want, "claude-code/"),
+            by_source(&want, "otel/"),
+            by_source(&want, "synth/")
+        ),
+        (5, 6, 6),
+        "records: {:?}",
+        want.keys().collect::<Vec<_>>()
+    );
+    let mut problems = Vec::new();
+    for (key, record) in &want {
+        match got.get(key) {
+            Some(g) if g == record => {}
+            Some(g) => problems.push(format!("{key}:\n  ingest  {record}\n  receive {g}")),
+            None => problems.push(format!("{key}: missing from the received run")),
+        }
+    }
+    for key in got.keys().filter(|k| !want.contains_key(*k)) {
+        problems.push(format!("{key}: only in the received run"));
+    }
+    assert!(
+        problems.is_empty(),
+        "{} differences:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+    std::fs::remove_dir_all(&work).unwrap();
+}
+
+/// `GET url`: the body of a 200.
+fn http_text(url: &str) -> String {
+    let c = curl(&[], url, b"");
+    assert_eq!(c.status, 200, "{}", c.body);
+    c.body
+}
+
+#[test]
+fn bad_payloads_are_refused_and_publish_nothing() {
+    let s = topics("recv-bad");
+    let token = "t0ken-for-the-test";
+    let r = Receiver::start(&s, &["--token", token, "--max-body-bytes", "4096"]);
+    let auth = format!("Authorization: Bearer {token}");
+    let hook = r#"{"session_id":"bad","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"ls"},"tool_use_id":"toolu_bad_1"}"#;
+    let event = r#"{"v":1,"kind":"announce","source":"t","session":"bad","callId":"c1","time":"2026-01-01T00:00:00Z","tool":"ls"}"#;
+    let url = |route: &str| format!("{}{route}", r.url);
+
+    // No token, a wrong one: 401, whatever the route.
+    for route in ["/v1/hooks/claude-code", "/v1/traces", "/v1/events"] {
+        let c = curl(&["--data-binary", "@-"], &url(route), hook.as_bytes());
+        assert_eq!(c.status, 401, "{route}: {}", c.body);
+        assert!(c.body.contains("--token"), "{}", c.body);
+        let c = curl(
+            &["-H", "Authorization: Bearer wrong", "--data-binary", "@-"],
+            &url(route),
+            hook.as_bytes(),
+        );
+        assert_eq!(c.status, 401, "{route}: {}", c.body);
+    }
+    assert!(
+        !r.log_text().contains(token),
+        "the token is never logged:\n{}",
+        r.log_text()
+    );
+
+    let post = |route: &str, headers: &[&str], body: &[u8]| {
+        let mut args = vec!["-H", auth.as_str(), "--data-binary", "@-"];
+        for h in headers {
+            args.extend(["-H", h]);
+        }
+        curl(&args, &url(route), body)
+    };
+    let reason = |c: &Curl| -> String {
+        let v: Value = serde_json::from_str(&c.body).unwrap_or_else(|_| panic!("{}", c.body));
+        v["error"].as_str().unwrap().to_owned()
+    };
+    // A good payload beside a bad one: 400 naming the bad one, and nothing published.
+    let c = post(
+        "/v1/hooks/claude-code",
+        &[],
+        format!("{hook}\n{{\"session_id\":\"bad\",\"tool_name\":\"Bash\"}}\n").as_bytes(),
+    );
+    assert_eq!(c.status, 400);
+    assert!(
+        reason(&c).contains("request:2") && reason(&c).contains("hook_event_name"),
+        "{}",
+        c.body
+    );
+    let c = post("/v1/hooks/claude-code", &[], b"{not json");
+    assert_eq!(c.status, 400);
+    assert!(reason(&c).contains("not JSON"), "{}", c.body);
+    let c = post(
+        "/v1/events",
+        &[],
+        format!("{event}\n{{\"v\":1,\"kind\":\"announce\"}}\n").as_bytes(),
+    );
+    assert_eq!(c.status, 400);
+    assert!(reason(&c).starts_with("line 2: "), "{}", c.body);
+    let nameless = r#"{"resourceSpans":[{"scopeSpans":[{"spans":[
+        {"traceId":"5b8efff798038103d269b633813fc60c","spanId":"eee19b7ec3c1b174","name":"execute_tool get","startTimeUnixNano":"1775044801000000000","endTimeUnixNano":"1775044802000000000"},
+        {"traceId":"5b8efff798038103d269b633813fc60c","spanId":"eee19b7ec3c1b175","name":"x","startTimeUnixNano":"1775044801000000000","endTimeUnixNano":"1775044802000000000","attributes":[{"key":"gen_ai.operation.name","value":{"stringValue":"execute_tool"}}]}]}]}]}"#;
+    let c = post(
+        "/v1/traces",
+        &["Content-Type: application/json"],
+        nameless.as_bytes(),
+    );
+    assert_eq!(c.status, 400);
+    assert!(reason(&c).contains("names no tool"), "{}", c.body);
+    let c = post("/v1/traces", &["Content-Type: application/json"], b"[1]");
+    assert_eq!(c.status, 400);
+    assert!(reason(&c).contains("resourceSpans"), "{}", c.body);
+    let c = post(
+        "/v1/traces",
+        &["Content-Type: application/x-protobuf"],
+        b"\x0a\xff\xff\xff",
+    );
+    assert_eq!(c.status, 400);
+    assert!(reason(&c).contains("protobuf"), "{}", c.body);
+    // Unknown encodings: 415.
+    let c = post(
+        "/v1/traces",
+        &["Content-Type: text/plain"],
+        nameless.as_bytes(),
+    );
+    assert_eq!(c.status, 415, "{}", c.body);
+    let c = post(
+        "/v1/traces",
+        &["Content-Type: application/json", "Content-Encoding: gzip"],
+        nameless.as_bytes(),
+    );
+    assert_eq!(c.status, 415, "{}", c.body);
+    assert!(reason(&c).contains("gzip"), "{}", c.body);
+    // Over --max-body-bytes: 413.
+    let big = format!("{event}\n").repeat(4096 / event.len() + 1);
+    let c = post("/v1/events", &[], big.as_bytes());
+    assert_eq!(c.status, 413, "{}", c.body);
+    assert!(reason(&c).contains("4096"), "{}", c.body);
+
+    // Then one good request: once it is acknowledged, its event is all the topics hold.
+    let c = post("/v1/events", &[], event.as_bytes());
+    assert_eq!((c.status, c.body.as_str()), (200, r#"{"accepted":1}"#));
+    let announces = read_to_end(&s.topics.announce);
+    assert_eq!(announces.len(), 1, "only the good request was published");
+    assert_eq!(
+        toolcalls_model::Event::decode(announces[0].payload.as_deref().unwrap()).unwrap(),
+        toolcalls_model::Event::decode(event.as_bytes()).unwrap()
+    );
+    assert!(read_to_end(&s.topics.completion).is_empty());
+
+    let metrics = http_text(r.metrics.as_deref().unwrap());
+    for line in [
+        r#"toolcalls_receive_requests_total{route="hooks/claude-code",status="401"} 2"#,
+        r#"toolcalls_receive_requests_total{route="hooks/claude-code",status="400"} 2"#,
+        r#"toolcalls_receive_requests_total{route="traces",status="415"} 2"#,
+        r#"toolcalls_receive_requests_total{route="events",status="413"} 1"#,
+        r#"toolcalls_receive_events_total{route="events"} 1"#,
+    ] {
+        assert!(metrics.contains(line), "{line} in\n{metrics}");
+    }
+    r.stop();
+}
+
+#[test]
+fn a_listener_beyond_loopback_needs_a_token() {
+    let out = Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+        .env_clear()
+        .args([
+            "receive",
+            "--listen",
+            "0.0.0.0:0",
+            "--brokers",
+            "127.0.0.1:1",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--listen 0.0.0.0:0 is reachable beyond this host")
+            && stderr.contains("set --token"),
+        "{stderr}"
+    );
+}
