@@ -133,7 +133,17 @@ struct Tracked {
     seen: Option<Stat>,
     /// Bad lines and notices already said, said once.
     said: HashSet<String>,
+    /// A file that keeps changing is read again no sooner than this ([`REREAD_AFTER_WORK`]).
+    not_before: Option<Instant>,
 }
+
+/// A changed file is read again no sooner than this many times the time its last read took.
+/// Every read parses the file from its start, so without it a large transcript that grows a
+/// little at every poll would cost a parse of all of it at every poll (quadratic in its size);
+/// with it one busy file takes at most about a quarter of the follower's time, and each read still
+/// takes in all that was appended meanwhile, so the follower never falls behind for good: a large
+/// file is delivered in fewer, larger steps.
+const REREAD_AFTER_WORK: u32 = 3;
 
 struct Follower {
     s: Settings,
@@ -266,6 +276,10 @@ impl Follower {
         if t.seen == Some(stat) {
             return Ok(());
         }
+        if t.not_before.is_some_and(|at| Instant::now() < at) {
+            return Ok(());
+        }
+        let began = Instant::now();
         let same_file = (t.cp.dev, t.cp.ino) == stat.inode();
         if t.seen.is_none() && same_file && t.cp.size == stat.size && t.cp.mtime_ns == stat.mtime_ns
         {
@@ -365,6 +379,7 @@ impl Follower {
             delivered: std::mem::take(&mut t.cp.delivered),
             version: t.cp.version,
         };
+        t.not_before = Some(Instant::now() + began.elapsed() * REREAD_AFTER_WORK);
         if let Some(store) = &self.store {
             store.save(&t.cp)?;
             let now = std::time::SystemTime::now()
