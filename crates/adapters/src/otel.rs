@@ -130,6 +130,19 @@ fn span_events(
     if let Some(id) = span.get("spanId") {
         span_attrs.insert("spanId".into(), id.clone());
     }
+    // The span's W3C trace context: the processor's span of the record joins the agent's trace
+    // as a child of this span (`--otlp-endpoint`).
+    if let (Some(trace), Some(span_id)) = (trace.as_deref(), str_field(span, "spanId")) {
+        let hex = |s: &str, n| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
+        if hex(trace, 32) && hex(span_id, 16) {
+            let parent = format!(
+                "00-{}-{}-01",
+                trace.to_ascii_lowercase(),
+                span_id.to_ascii_lowercase()
+            );
+            span_attrs.insert("traceparent".into(), Value::String(parent));
+        }
+    }
     let env = Envelope {
         session,
         turn: trace,
@@ -245,6 +258,29 @@ mod tests {
     use crate::test_support::parse_str;
     use crate::Format;
     use toolcalls_model::{EventBody, EventKind};
+
+    #[test]
+    fn events_carry_their_spans_trace_context() {
+        let s = include_str!("../tests/data/otel-genai-spans.jsonl");
+        let p = parse_str(Format::Otel, "otel-genai-spans.jsonl", s);
+        let traceparent = |e: &toolcalls_model::Event| {
+            e.attributes
+                .as_ref()
+                .and_then(|a| a.get("traceparent"))
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+        };
+        let first = p
+            .events
+            .iter()
+            .find(|e| traceparent(e).is_some_and(|t| t.contains("eee19b7ec3c1b174")))
+            .expect("the span's event");
+        assert_eq!(
+            traceparent(first).unwrap(),
+            "00-5b8efff798038103d269b633813fc60c-eee19b7ec3c1b174-01"
+        );
+        assert!(p.events.iter().all(|e| traceparent(e).is_some()));
+    }
 
     #[test]
     fn execute_tool_spans_become_time_ordered_pairs() {
