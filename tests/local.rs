@@ -33,13 +33,17 @@ fn toolcalls_with_env(args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) 
         .stderr(Stdio::piped())
         .spawn()
         .expect("run toolcalls");
-    if let Some(input) = stdin {
-        // A child that refuses its arguments exits before reading: a broken pipe here is its
-        // answer, not a test failure.
-        let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
-    }
-    drop(child.stdin.take());
-    child.wait_with_output().unwrap()
+    let mut input = child.stdin.take().unwrap();
+    let stdin = stdin.unwrap_or_default().to_owned();
+    // From another thread, so that a child writing records while it reads does not wait for
+    // us. A child that refuses its arguments exits before reading: a broken pipe here is its
+    // answer, not a test failure.
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(stdin.as_bytes());
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    out
 }
 
 /// A fresh directory of this test run, named after the test.
@@ -438,4 +442,244 @@ fn redaction_keeps_secrets_out_of_every_output() {
         "the checksum is the original arguments'"
     );
     assert!(r.checksum.is_some());
+}
+
+// --threads: the input split by (source, session) over several correlators gives every session
+// the records one correlator gives it, in the same order, and the same summary.
+
+/// Each session's output lines, in output order, by (source, session).
+fn by_session(out: &Output) -> std::collections::BTreeMap<(String, String), Vec<String>> {
+    let mut sessions = std::collections::BTreeMap::<_, Vec<String>>::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let record: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not a record: {e}: {line}"));
+        let key = (
+            record["metadata"]["source"].as_str().unwrap().to_owned(),
+            record["metadata"]["session"].as_str().unwrap().to_owned(),
+        );
+        sessions.entry(key).or_default().push(line.to_owned());
+    }
+    sessions
+}
+
+/// Runs `toolcalls local ARGS` with `--threads` 1, 2 and 3 (input on stdin if given) and checks
+/// that every run gives each session the same records in the same order, the same stderr
+/// (bad lines and refusals in input order, the summary) and the same exit code. Returns the
+/// one-thread run.
+fn same_on_every_thread_count(what: &str, args: &[&str], stdin: Option<&str>) -> Output {
+    let run = |threads: &str| {
+        let mut argv = vec!["local", "--threads", threads];
+        argv.extend_from_slice(args);
+        toolcalls(&argv, stdin)
+    };
+    let one = run("1");
+    let sessions = by_session(&one);
+    assert!(
+        !sessions.is_empty(),
+        "{what}: no records\n{}",
+        String::from_utf8_lossy(&one.stderr)
+    );
+    for threads in ["2", "3"] {
+        let many = run(threads);
+        assert_eq!(
+            many.status.code(),
+            one.status.code(),
+            "{what}, --threads {threads}: exit code"
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&many.stderr),
+            String::from_utf8_lossy(&one.stderr),
+            "{what}, --threads {threads}: stderr"
+        );
+        let many_sessions = by_session(&many);
+        assert_eq!(
+            many_sessions.keys().collect::<Vec<_>>(),
+            sessions.keys().collect::<Vec<_>>(),
+            "{what}, --threads {threads}: sessions"
+        );
+        for (session, records) in &sessions {
+            assert!(
+                many_sessions[session] == *records,
+                "{what}, --threads {threads}: the records of {session:?} differ"
+            );
+        }
+    }
+    one
+}
+
+/// The shared fixtures (native formats of several frameworks), `None` when they are absent.
+fn fixtures() -> Option<Vec<String>> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .ok()?
+        .flatten()
+        .filter(|d| d.path().is_dir())
+        .flat_map(|d| std::fs::read_dir(d.path()).into_iter().flatten().flatten())
+        .map(|f| f.path().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    (!files.is_empty()).then_some(files)
+}
+
+#[test]
+fn threads_give_each_fixture_session_the_records_of_one_thread() {
+    let Some(files) = fixtures() else {
+        println!(
+            "skipped: ../shared/fixtures is missing (the shared fixtures live beside the project)"
+        );
+        return;
+    };
+    let files: Vec<&str> = files.iter().map(String::as_str).collect();
+    // Native formats through their adapters, every fixture in one run.
+    for extra in [&[][..], &["--drop-ids", "--at-end", "interrupt"]] {
+        let mut args = vec!["--format", "auto"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&files);
+        let one = same_on_every_thread_count(&format!("fixtures {extra:?}"), &args, None);
+        assert!(
+            by_session(&one).len() >= files.len(),
+            "one session a file at least"
+        );
+    }
+    // The fixtures as v1 events (`toolcalls ingest`), their lines interleaved into one input,
+    // from a file and from stdin, with the reorder window and redaction on.
+    let mut streams = Vec::new();
+    for file in &files {
+        for ids in [&[][..], &["--drop-ids", "--source", "no-ids"]] {
+            let mut argv = vec!["ingest", "-q", "--format", "auto", "--out", "-"];
+            argv.extend_from_slice(ids);
+            argv.push(file);
+            let out = toolcalls(&argv, None);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            streams.push(String::from_utf8(out.stdout).unwrap());
+        }
+    }
+    let mut lines: Vec<_> = streams.iter().map(|s| s.lines()).collect();
+    let mut input = String::new();
+    while lines.iter().any(|l| l.clone().next().is_some()) {
+        for l in &mut lines {
+            if let Some(line) = l.next() {
+                input.push_str(line);
+                input.push('\n');
+            }
+        }
+    }
+    let dir = scratch_dir("threads-fixtures");
+    let path = dir.join("interleaved.jsonl");
+    std::fs::write(&path, &input).unwrap();
+    let window = ["--max-disorder", "10m", "--redact-pattern", "[0-9a-f]{12,}"];
+    let mut args = vec!["-q", path.to_str().unwrap()];
+    same_on_every_thread_count("fixtures as v1", &args, None);
+    args.extend_from_slice(&window);
+    same_on_every_thread_count("fixtures as v1, window, redaction", &args, None);
+    let mut args = vec!["-"];
+    args.extend_from_slice(&window);
+    same_on_every_thread_count("fixtures as v1 on stdin", &args, Some(&input));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A generated workload over many sessions, cut short so calls are still pending at the end,
+/// with a refused event in it, and bad lines if `bad_lines`.
+fn many_sessions_with_faults(bad_lines: bool) -> String {
+    let w = toolcalls_workload::generate(&toolcalls_workload::Spec {
+        seed: 7,
+        calls: 4_000,
+        sessions: 64,
+        max_disorder_ms: 3_000,
+        ..Default::default()
+    });
+    let mut lines = w.lines[..w.lines.len() * 9 / 10].to_vec();
+    // A call id reused for another tool, right after its announce: refused.
+    let at = 2_000
+        + lines[2_000..]
+            .iter()
+            .position(|l| l.contains("\"kind\":\"announce\"") && l.contains("\"callId\""))
+            .unwrap();
+    let mut reused: serde_json::Value = serde_json::from_str(&lines[at]).unwrap();
+    reused["tool"] = "SomethingElse".into();
+    lines.insert(at + 1, reused.to_string());
+    if bad_lines {
+        for (i, bad) in [(700, "{\"v\":1}"), (3_000, "not json"), (6_000, "")] {
+            lines.insert(i, bad.to_owned());
+        }
+    }
+    lines.join("\n") + "\n"
+}
+
+#[test]
+fn threads_give_each_generated_session_the_records_of_one_thread() {
+    let input = many_sessions_with_faults(true);
+    let dir = scratch_dir("threads-workload");
+    let path = dir.join("workload.jsonl");
+    std::fs::write(&path, &input).unwrap();
+    let file = path.to_str().unwrap();
+    for mode in ["deadlines", "interrupt", "keep"] {
+        let one = same_on_every_thread_count(mode, &[file, "--at-end", mode], None);
+        let stderr = String::from_utf8_lossy(&one.stderr);
+        assert!(
+            stderr.contains("workload.jsonl:701: ")
+                && stderr.contains("refused by the correlator: conflicting_call_id")
+                && stderr.contains(", 2 bad lines, "),
+            "{stderr}"
+        );
+    }
+    same_on_every_thread_count("window", &[file, "--max-disorder", "3s"], None);
+    same_on_every_thread_count("stdin", &["--max-disorder", "3s"], Some(&input));
+    // --strict stops at the first bad line whatever the thread count, with what came before.
+    let strict = same_on_every_thread_count("strict", &[file, "--strict"], None);
+    assert_eq!(strict.status.code(), Some(2));
+    // … and at the first refused event, which the thread of its session finds.
+    let refused = many_sessions_with_faults(false);
+    let strict = same_on_every_thread_count("strict, refused", &["--strict"], Some(&refused));
+    let stderr = String::from_utf8_lossy(&strict.stderr);
+    assert!(
+        strict.status.code() == Some(2) && stderr.contains("conflicting_call_id"),
+        "{stderr}"
+    );
+    // One thread count always writes the same bytes.
+    let twice: Vec<_> = (0..2)
+        .map(|_| toolcalls(&["local", "-q", "--threads", "2", file], None).stdout)
+        .collect();
+    assert!(
+        twice[0] == twice[1],
+        "--threads 2 wrote two different outputs"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn threads_are_a_setting() {
+    let dir = scratch_dir("threads-cfg");
+    let cfg = dir.join("toolcalls.toml");
+    std::fs::write(&cfg, "[local]\nthreads = 3\n").unwrap();
+    let c = cfg.to_str().unwrap();
+    for (args, env) in [
+        (&["local", "-q", "--threads", "2"][..], &[][..]),
+        (&["local", "-q"][..], &[("TOOLCALLS_THREADS", "2")][..]),
+        (&["local", "-q", "--config", c][..], &[][..]),
+    ] {
+        let out = toolcalls_with_env(args, env, Some(TWO_CALLS));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(records(&out).len(), 2);
+    }
+    let zero = toolcalls(&["local", "--threads", "0"], Some(TWO_CALLS));
+    assert_eq!(zero.status.code(), Some(2));
+    let help = String::from_utf8_lossy(&toolcalls(&["local", "--help"], None).stdout).into_owned();
+    for knob in [
+        "--threads <N>",
+        "[config: local.threads]",
+        "[env: TOOLCALLS_THREADS=]",
+        "every core",
+    ] {
+        assert!(help.contains(knob), "{knob} missing from:\n{help}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -1,0 +1,312 @@
+//! Reading the input: files (or standard input) cut into chunks of whole lines, or, for a
+//! native format, the events its adapter reads from each file in chunks; and the decoding of a
+//! chunk into events, each with the tag, line and position it came from.
+
+use super::output::Note;
+use anyhow::Context;
+use std::io::Read;
+use std::path::PathBuf;
+use toolcalls_adapters::Format;
+use toolcalls_core::Position;
+use toolcalls_model::Event;
+
+/// Bytes read at a time; a chunk of v1 lines is about this long (longer when a line is).
+const CHUNK_BYTES: usize = 256 << 10;
+/// Events an adapter read, per chunk.
+const CHUNK_EVENTS: usize = 1024;
+
+/// A piece of the input, in input order.
+pub(super) enum Chunk {
+    /// Whole v1 lines of input `topic`, the first of them line `first_line` (1-based).
+    Lines {
+        topic: u16,
+        first_line: usize,
+        bytes: Vec<u8>,
+    },
+    /// Events an adapter read from input `topic`, the first of them its event `first`
+    /// (0-based), after the errors it reported for the input (on the first chunk of an input).
+    Events {
+        topic: u16,
+        first: usize,
+        events: Vec<Event>,
+        errors: Vec<String>,
+    },
+}
+
+/// One item of a chunk: an event with where it came from, or a line that is not one. Handed
+/// over at once, so the event is not boxed (that would cost an allocation per event).
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Item {
+    Event {
+        /// Orders the items of a chunk (and what they cause).
+        tag: u32,
+        /// The line (v1) or the 0-based event number (a native format), for messages.
+        line: usize,
+        pos: Position,
+        event: Event,
+    },
+    Bad(Note),
+}
+
+/// The input files in order, read chunk by chunk.
+pub(super) struct Reader {
+    inputs: Vec<Option<PathBuf>>,
+    names: Vec<String>,
+    /// `None`: v1 lines; `Some(None)`: a native format detected per file.
+    format: Option<Option<Format>>,
+    drop_ids: bool,
+    next: usize,
+    open: Option<Open>,
+}
+
+enum Open {
+    Lines {
+        topic: u16,
+        reader: Box<dyn Read + Send>,
+        /// The start of a line the last read cut.
+        carry: Vec<u8>,
+        /// Lines before `carry`.
+        lines: usize,
+    },
+    Events {
+        topic: u16,
+        events: std::vec::IntoIter<Event>,
+        errors: Vec<String>,
+        next: usize,
+    },
+}
+
+impl Reader {
+    /// `inputs`: files, `None` for standard input; `names` as messages name them.
+    pub fn new(
+        inputs: Vec<Option<PathBuf>>,
+        names: Vec<String>,
+        format: Option<Option<Format>>,
+        drop_ids: bool,
+    ) -> Self {
+        Reader {
+            inputs,
+            names,
+            format,
+            drop_ids,
+            next: 0,
+            open: None,
+        }
+    }
+
+    /// The next chunk, `None` at the end of the last input.
+    pub fn next_chunk(&mut self) -> anyhow::Result<Option<Chunk>> {
+        loop {
+            let chunk = match &mut self.open {
+                Some(Open::Lines {
+                    topic,
+                    reader,
+                    carry,
+                    lines,
+                }) => {
+                    let name = &self.names[usize::from(*topic)];
+                    next_lines(*topic, reader, carry, lines, name)?
+                }
+                Some(Open::Events {
+                    topic,
+                    events,
+                    errors,
+                    next,
+                }) => {
+                    let errors = std::mem::take(errors);
+                    let chunk: Vec<Event> = events.take(CHUNK_EVENTS).collect();
+                    let first = *next;
+                    *next += chunk.len();
+                    (!chunk.is_empty() || !errors.is_empty()).then_some(Chunk::Events {
+                        topic: *topic,
+                        first,
+                        events: chunk,
+                        errors,
+                    })
+                }
+                None => None,
+            };
+            if chunk.is_some() {
+                return Ok(chunk);
+            }
+            if self.next == self.inputs.len() {
+                self.open = None;
+                return Ok(None);
+            }
+            self.open = Some(self.open_next()?);
+        }
+    }
+
+    fn open_next(&mut self) -> anyhow::Result<Open> {
+        let index = self.next;
+        self.next += 1;
+        let topic = u16::try_from(index).context("at most 65536 input files")?;
+        let (input, name) = (&self.inputs[index], &self.names[index]);
+        let Some(format) = self.format else {
+            let reader: Box<dyn Read + Send> = match input {
+                Some(p) => Box::new(
+                    std::fs::File::open(p)
+                        .with_context(|| format!("cannot open {}", p.display()))?,
+                ),
+                None => Box::new(std::io::stdin()),
+            };
+            return Ok(Open::Lines {
+                topic,
+                reader,
+                carry: Vec::new(),
+                lines: 0,
+            });
+        };
+        let mut bytes = Vec::new();
+        match input {
+            Some(p) => {
+                bytes = std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?
+            }
+            None => {
+                std::io::stdin()
+                    .lock()
+                    .read_to_end(&mut bytes)
+                    .context("cannot read standard input")?;
+            }
+        }
+        let format = match format {
+            Some(f) => f,
+            None => Format::detect(name, &bytes[..bytes.len().min(1 << 16)]).with_context(|| {
+                format!("cannot tell the format of {name}; name it with --format (see docs/ADAPTERS.md)")
+            })?,
+        };
+        let opts = toolcalls_adapters::Options {
+            drop_ids: self.drop_ids,
+            ..Default::default()
+        };
+        let parsed = toolcalls_adapters::parse(format, name, &bytes, &opts);
+        Ok(Open::Events {
+            topic,
+            events: parsed.events.into_iter(),
+            errors: parsed.errors.iter().map(ToString::to_string).collect(),
+            next: 0,
+        })
+    }
+}
+
+/// Reads on until whole lines are in hand: at least `CHUNK_BYTES`, or what has come when the
+/// input has no more for now (a pipe), so that a slow producer's events are not held back.
+fn next_lines(
+    topic: u16,
+    reader: &mut Box<dyn Read + Send>,
+    carry: &mut Vec<u8>,
+    lines: &mut usize,
+    name: &str,
+) -> anyhow::Result<Option<Chunk>> {
+    let mut buf = std::mem::take(carry);
+    loop {
+        let len = buf.len();
+        let want = CHUNK_BYTES.max(len / 2);
+        buf.resize(len + want, 0);
+        let n = loop {
+            match reader.read(&mut buf[len..]) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e).with_context(|| format!("cannot read {name}")),
+            }
+        };
+        buf.truncate(len + n);
+        if n == 0 {
+            // The end of the input: a last line needs no newline.
+            if buf.is_empty() {
+                return Ok(None);
+            }
+            return Ok(Some(cut(topic, buf, lines)));
+        }
+        if buf.len() >= CHUNK_BYTES || n < want {
+            if let Some(end) = buf.iter().rposition(|&b| b == b'\n') {
+                *carry = buf.split_off(end + 1);
+                return Ok(Some(cut(topic, buf, lines)));
+            }
+        }
+    }
+}
+
+/// A chunk of the whole lines in `bytes`, counted on from `lines`.
+fn cut(topic: u16, bytes: Vec<u8>, lines: &mut usize) -> Chunk {
+    let first_line = *lines + 1;
+    *lines += newlines(&bytes) + usize::from(bytes.last().is_some_and(|&b| b != b'\n'));
+    Chunk::Lines {
+        topic,
+        first_line,
+        bytes,
+    }
+}
+
+/// The newlines in `bytes`, counted 255 bytes at a time in a byte (which vectorizes well).
+fn newlines(bytes: &[u8]) -> usize {
+    bytes
+        .chunks(255)
+        .map(|c| usize::from(c.iter().fold(0u8, |n, &b| n + u8::from(b == b'\n'))))
+        .sum()
+}
+
+/// Decodes `chunk` and hands its items to `each` in input order, until `each` says stop.
+/// `names` names the inputs in messages; `strict` makes a bad line's message fatal.
+pub(super) fn each_item<E>(
+    chunk: Chunk,
+    names: &[String],
+    strict: bool,
+    mut each: impl FnMut(Item) -> Result<(), E>,
+) -> Result<(), E> {
+    match chunk {
+        Chunk::Lines {
+            topic,
+            first_line,
+            bytes,
+        } => {
+            let name = &names[usize::from(topic)];
+            for (i, buf) in bytes.split_inclusive(|&b| b == b'\n').enumerate() {
+                if buf.iter().all(u8::is_ascii_whitespace) {
+                    continue; // blank lines separate nothing in JSON lines
+                }
+                let (tag, line) = (i as u32, first_line + i);
+                each(match Event::decode(buf) {
+                    Ok(event) => Item::Event {
+                        tag,
+                        line,
+                        pos: Position::new(topic, line as i64),
+                        event,
+                    },
+                    Err(e) => Item::Bad(Note {
+                        tag,
+                        text: format!("{name}:{line}: {e} [{}]", e.reason()),
+                        fatal: strict.then(|| {
+                            format!("{name}:{line}: bad input; stopping because of --strict")
+                        }),
+                    }),
+                })?;
+            }
+        }
+        Chunk::Events {
+            topic,
+            first,
+            events,
+            errors,
+        } => {
+            for e in errors {
+                let fatal = strict.then(|| format!("{e}; stopping because of --strict"));
+                each(Item::Bad(Note {
+                    tag: 0,
+                    text: e,
+                    fatal,
+                }))?;
+            }
+            for (i, event) in events.into_iter().enumerate() {
+                let line = first + i;
+                each(Item::Event {
+                    tag: i as u32 + 1,
+                    line,
+                    pos: Position::new(topic, line as i64),
+                    event,
+                })?;
+            }
+        }
+    }
+    Ok(())
+}

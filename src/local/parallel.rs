@@ -1,0 +1,384 @@
+//! `--threads N`, N ≥ 2: N correlators, one per thread, each over the sessions that hash to it.
+//!
+//! ```text
+//!  reader thread ──► chunks (whole lines, in order) ──► any thread decodes a chunk and splits its
+//!                                                       events by hash(source, session) into N shares
+//!  thread w: applies share w of chunk 0, 1, 2 … in order, encodes its records into its output of
+//!            the chunk, each tagged with the line that closed it
+//!  calling thread: writes chunk 0, 1, 2 … once every thread has its output: the records merged
+//!                  back into line order, the messages on stderr
+//! ```
+//!
+//! Decoding — most of the cost — is spread over the threads: a thread that finds the chunk it
+//! needs next not yet decoded decodes the next chunk nobody has taken. A session's events all go
+//! to one correlator in input order, as the processor gives a partition's correlator its
+//! sessions, so its records are those (and in the order) one correlator gives. Records are
+//! written in the order of the lines that closed them, so the output is what one thread writes,
+//! except what the end of the input closes: each thread's, in thread order. At most
+//! `WINDOW_PER_THREAD` chunks per thread are read ahead of the writer.
+
+use super::input::{each_item, Chunk, Item, Reader};
+use super::output::{write_chunk, Note, Out};
+use super::progress::Progress;
+use super::summary::Summary;
+use super::worker::{Setup, Worker};
+use anyhow::anyhow;
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::io::Write;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use toolcalls_core::Position;
+use toolcalls_model::record::Origin;
+use toolcalls_model::{Event, ToolCallRecord};
+
+/// Chunks in flight (read, decoded or applied but not yet written), per thread.
+const WINDOW_PER_THREAD: usize = 4;
+
+/// An event of a chunk, on its way to the thread of its session.
+struct Routed {
+    tag: u32,
+    line: usize,
+    pos: Position,
+    event: Event,
+}
+
+/// A chunk on its way from the reader to the writer.
+struct Slot {
+    /// Until a thread takes it to decode it.
+    chunk: Option<Chunk>,
+    /// Once decoded: each thread's events (taken by the thread).
+    shares: Option<Vec<Vec<Routed>>>,
+    /// Decoding's messages (bad lines).
+    notes: Vec<Note>,
+    bad_lines: u64,
+    /// Each thread's output, once it has applied its share.
+    outs: Vec<Option<Out>>,
+    delivered: usize,
+}
+
+struct State {
+    /// The number of the chunk in `slots[0]`.
+    base: u64,
+    slots: VecDeque<Slot>,
+    /// The next chunk to decode.
+    next_decode: u64,
+    /// The reader has read everything (or failed: `read_error`).
+    read_all: bool,
+    read_error: Option<anyhow::Error>,
+    /// The run ends early (`--strict`, a write error): every thread leaves.
+    stop: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    changed: Condvar,
+    threads: usize,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn wait<'a>(&self, guard: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        self.changed.wait(guard).unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn stop(&self) {
+        self.lock().stop = true;
+        self.changed.notify_all();
+    }
+}
+
+/// What a thread gets next.
+enum Share {
+    Events(Vec<Routed>),
+    End,
+    Stop,
+}
+
+/// What a thread hands back at the end: its output of the end of the input, its counts and
+/// its first entries still pending.
+type Finished = (Out, Summary, Vec<ToolCallRecord>);
+
+/// Runs the input through `threads` correlators; returns the summary and (for `--at-end keep`)
+/// the first 20 entries still pending.
+pub(super) fn run(
+    reader: Reader,
+    setup: &Setup,
+    threads: usize,
+    sink: &mut dyn Write,
+    progress: &mut Progress,
+) -> anyhow::Result<(Summary, Vec<ToolCallRecord>)> {
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State {
+            base: 0,
+            slots: VecDeque::new(),
+            next_decode: 0,
+            read_all: false,
+            read_error: None,
+            stop: false,
+        }),
+        changed: Condvar::new(),
+        threads,
+    });
+    // Not joined: a read of standard input may block for good after a `--strict` stop.
+    let reading = Arc::clone(&shared);
+    std::thread::Builder::new()
+        .name("local-read".into())
+        .spawn(move || read(reader, &reading))?;
+    let finished = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|me| {
+                let shared = &*shared;
+                std::thread::Builder::new()
+                    .name(format!("local-{me}"))
+                    .spawn_scoped(s, move || work(me, shared, setup))
+            })
+            .collect::<Result<_, _>>()?;
+        let written = write(&shared, sink, progress);
+        if written.is_err() {
+            shared.stop();
+        }
+        let finished: Vec<_> = workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect();
+        written.map(|bad_lines| (bad_lines, finished))
+    });
+    let (bad_lines, finished) = finished?;
+    let mut ends = Vec::with_capacity(threads);
+    let mut summary = Summary {
+        bad_lines,
+        ..Summary::default()
+    };
+    let mut pending = Vec::new();
+    for f in finished {
+        let (out, s, p) = f.ok_or_else(|| anyhow!("a thread stopped before the end"))?;
+        ends.push(out);
+        summary.add(s);
+        pending.extend(p);
+    }
+    // The end of the input: each thread's records in thread order — none if one was refused
+    // under --strict, as one thread stops before writing any.
+    let fatal = ends.iter().any(Out::fatal);
+    for (w, out) in ends.iter_mut().enumerate() {
+        let w = w as u32;
+        if fatal {
+            out.records.clear();
+        }
+        out.records.iter_mut().for_each(|r| r.0 = w);
+        out.notes.iter_mut().for_each(|n| n.tag = w);
+    }
+    write_chunk(sink, Vec::new(), &mut ends)?;
+    // Oldest first, as one correlator lists them: by the input position of their first event.
+    pending.sort_by_key(first_position);
+    pending.truncate(20);
+    Ok((summary, pending))
+}
+
+/// The reader thread: chunks into the window, in order.
+fn read(mut reader: Reader, shared: &Shared) {
+    let window = shared.threads * WINDOW_PER_THREAD;
+    loop {
+        let next = reader.next_chunk();
+        let mut st = shared.lock();
+        while st.slots.len() >= window && !st.stop {
+            st = shared.wait(st);
+        }
+        if st.stop {
+            return;
+        }
+        match next {
+            Ok(Some(chunk)) => st.slots.push_back(Slot {
+                chunk: Some(chunk),
+                shares: None,
+                notes: Vec::new(),
+                bad_lines: 0,
+                outs: (0..shared.threads).map(|_| None).collect(),
+                delivered: 0,
+            }),
+            Ok(None) => st.read_all = true,
+            Err(e) => {
+                st.read_all = true;
+                st.read_error = Some(e);
+            }
+        }
+        let done = st.read_all;
+        drop(st);
+        shared.changed.notify_all();
+        if done {
+            return;
+        }
+    }
+}
+
+/// Thread `me`: its share of every chunk in order, then the end of the input. `None` when the
+/// run stopped early.
+fn work(me: usize, shared: &Shared, setup: &Setup) -> Option<Finished> {
+    let mut worker = Worker::new(setup);
+    let mut last_len = 0;
+    for k in 0.. {
+        let events = match take_share(k, me, shared, setup) {
+            Share::Events(events) => events,
+            Share::End => break,
+            Share::Stop => return None,
+        };
+        let mut out = Out::default();
+        out.bytes.reserve(last_len + last_len / 4);
+        let mut stopped = false;
+        for r in events {
+            if worker
+                .apply(r.tag, r.line, r.pos, r.event, &mut out)
+                .is_err()
+            {
+                stopped = true;
+                break;
+            }
+        }
+        last_len = out.bytes.len();
+        let mut st = shared.lock();
+        let base = st.base;
+        let slot = &mut st.slots[(k - base) as usize];
+        slot.outs[me] = Some(out);
+        slot.delivered += 1;
+        let all = slot.delivered == shared.threads;
+        drop(st);
+        if all {
+            shared.changed.notify_all();
+        }
+        if stopped {
+            // The writer stops at the message.
+            return None;
+        }
+    }
+    let mut out = Out::default();
+    // A stop is in the notes.
+    let _stopped = worker.finish(&mut out);
+    let pending = worker.pending(20);
+    Some((out, std::mem::take(&mut worker.summary), pending))
+}
+
+/// Thread `me`'s events of chunk `k`; while that chunk is not decoded yet, decodes the next one
+/// nobody has taken.
+fn take_share(k: u64, me: usize, shared: &Shared, setup: &Setup) -> Share {
+    let mut st = shared.lock();
+    loop {
+        if st.stop {
+            return Share::Stop;
+        }
+        let state = &mut *st;
+        match state.slots.get_mut((k - state.base) as usize) {
+            Some(Slot {
+                shares: Some(shares),
+                ..
+            }) => return Share::Events(std::mem::take(&mut shares[me])),
+            Some(_) => {}
+            None if state.read_all && state.read_error.is_none() => return Share::End,
+            None if state.read_all => return Share::Stop,
+            None => {}
+        }
+        let base = st.base;
+        let j = st.next_decode;
+        if let Some(slot) = st.slots.get_mut((j - base) as usize) {
+            let chunk = slot.chunk.take().expect("a chunk not yet decoded");
+            st.next_decode += 1;
+            drop(st);
+            let (shares, notes, bad_lines) = decode(chunk, setup, shared.threads);
+            st = shared.lock();
+            let base = st.base;
+            let slot = &mut st.slots[(j - base) as usize];
+            slot.shares = Some(shares);
+            slot.notes = notes;
+            slot.bad_lines = bad_lines;
+            shared.changed.notify_all();
+            continue;
+        }
+        st = shared.wait(st);
+    }
+}
+
+/// A chunk's events split by thread, its bad lines' messages and their number.
+fn decode(chunk: Chunk, setup: &Setup, threads: usize) -> (Vec<Vec<Routed>>, Vec<Note>, u64) {
+    let mut shares: Vec<Vec<Routed>> = (0..threads).map(|_| Vec::new()).collect();
+    let (mut notes, mut bad_lines) = (Vec::new(), 0);
+    let names = &setup.names.names;
+    let _ = each_item::<Infallible>(chunk, names, setup.strict, |item| {
+        match item {
+            Item::Event {
+                tag,
+                line,
+                pos,
+                event,
+            } => shares[thread_of(&event, threads)].push(Routed {
+                tag,
+                line,
+                pos,
+                event,
+            }),
+            Item::Bad(note) => {
+                bad_lines += 1;
+                notes.push(note);
+            }
+        }
+        Ok(())
+    });
+    (shares, notes, bad_lines)
+}
+
+/// The thread of an event's session: FNV-1a of (source, session), so that a given input and
+/// thread count always split the same way.
+fn thread_of(event: &Event, threads: usize) -> usize {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let source = event.source.as_str().as_bytes();
+    let session = event.session.as_str().as_bytes();
+    for &b in source.iter().chain(&[0xff]).chain(session) {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h ^= h >> 32;
+    (h % threads as u64) as usize
+}
+
+/// The calling thread: writes the chunks in order as the threads finish them. Returns the
+/// number of bad lines.
+fn write(shared: &Shared, sink: &mut dyn Write, progress: &mut Progress) -> anyhow::Result<u64> {
+    let (mut bad_lines, mut events) = (0, 0);
+    loop {
+        let mut st = shared.lock();
+        let slot = loop {
+            if st
+                .slots
+                .front()
+                .is_some_and(|s| s.delivered == shared.threads)
+            {
+                st.base += 1;
+                break st.slots.pop_front();
+            }
+            if st.slots.is_empty() && st.read_all {
+                break None;
+            }
+            st = shared.wait(st);
+        };
+        let Some(slot) = slot else {
+            return match st.read_error.take() {
+                Some(e) => Err(e),
+                None => Ok(bad_lines),
+            };
+        };
+        drop(st);
+        shared.changed.notify_all(); // room in the window for the reader
+        let mut outs: Vec<Out> = slot.outs.into_iter().flatten().collect();
+        bad_lines += slot.bad_lines;
+        events += outs.iter().map(|o| o.events).sum::<u64>();
+        write_chunk(sink, slot.notes, &mut outs)?;
+        progress.tick(events);
+    }
+}
+
+/// The input position of a pending entry's first event.
+fn first_position(record: &ToolCallRecord) -> (u16, i64) {
+    match record.provenance.0.first() {
+        Some(Origin::Input(o)) => (o.input, o.offsets.first().copied().unwrap_or(i64::MAX)),
+        _ => (u16::MAX, i64::MAX),
+    }
+}

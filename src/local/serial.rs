@@ -1,0 +1,52 @@
+//! `--threads 1`: one correlator on the calling thread, which reads, decodes, correlates and
+//! writes in turn — the input in its order, records as they come.
+
+use super::input::{each_item, Item, Reader};
+use super::output::{write_chunk, Out};
+use super::progress::Progress;
+use super::summary::Summary;
+use super::worker::{Setup, Stop, Worker};
+use std::io::Write;
+use toolcalls_model::ToolCallRecord;
+
+/// Runs the input through one correlator; returns the summary and (for `--at-end keep`) the
+/// first 20 entries still pending.
+pub(super) fn run(
+    mut reader: Reader,
+    setup: &Setup,
+    sink: &mut dyn Write,
+    progress: &mut Progress,
+) -> anyhow::Result<(Summary, Vec<ToolCallRecord>)> {
+    let mut worker = Worker::new(setup);
+    let mut bad_lines = 0;
+    while let Some(chunk) = reader.next_chunk()? {
+        let mut out = Out::default();
+        let _stopped = each_item(chunk, &setup.names.names, setup.strict, |item| match item {
+            Item::Event {
+                tag,
+                line,
+                pos,
+                event,
+            } => worker.apply(tag, line, pos, event, &mut out),
+            Item::Bad(note) => {
+                bad_lines += 1;
+                let fatal = note.fatal.is_some();
+                out.notes.push(note);
+                if fatal {
+                    return Err(Stop);
+                }
+                Ok(())
+            }
+        });
+        // A stop is in the notes: writing them returns its error.
+        write_chunk(sink, Vec::new(), std::slice::from_mut(&mut out))?;
+        progress.tick(worker.summary.events);
+    }
+    let mut out = Out::default();
+    let _stopped = worker.finish(&mut out);
+    write_chunk(sink, Vec::new(), std::slice::from_mut(&mut out))?;
+    let pending = worker.pending(20);
+    let mut summary = std::mem::take(&mut worker.summary);
+    summary.bad_lines += bad_lines;
+    Ok((summary, pending))
+}

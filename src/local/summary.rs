@@ -1,0 +1,99 @@
+//! The summary of a run: what became of the events and records, added up over the threads, and
+//! printed on stderr at the end.
+
+use std::collections::BTreeMap;
+use toolcalls_model::{Phase, Strategy, ToolCallRecord};
+
+#[derive(Default)]
+pub(super) struct Summary {
+    pub events: u64,
+    pub bad_lines: u64,
+    pub outcomes: BTreeMap<&'static str, u64>,
+    pub rejected: BTreeMap<&'static str, u64>,
+    pub phases: BTreeMap<Phase, u64>,
+    pub strategies: BTreeMap<Strategy, u64>,
+    pub duplicates: u64,
+    pub still_pending: u64,
+}
+
+impl Summary {
+    /// Adds another thread's counts to these.
+    pub fn add(&mut self, other: Summary) {
+        fn add_map<K: Ord>(to: &mut BTreeMap<K, u64>, from: BTreeMap<K, u64>) {
+            for (k, v) in from {
+                *to.entry(k).or_default() += v;
+            }
+        }
+        self.events += other.events;
+        self.bad_lines += other.bad_lines;
+        add_map(&mut self.outcomes, other.outcomes);
+        add_map(&mut self.rejected, other.rejected);
+        add_map(&mut self.phases, other.phases);
+        add_map(&mut self.strategies, other.strategies);
+        self.duplicates += other.duplicates;
+        self.still_pending += other.still_pending;
+    }
+
+    /// Counts a record written.
+    pub fn record(&mut self, record: &ToolCallRecord) {
+        *self.phases.entry(record.status.phase).or_default() += 1;
+        *self
+            .strategies
+            .entry(record.correlation.strategy)
+            .or_default() += 1;
+        self.duplicates += u64::from(record.correlation.duplicates);
+    }
+}
+
+/// Prints the summary on stderr; with `--at-end keep`, the first pending entries (`pending`, at
+/// most 20 of them) too.
+pub(super) fn print_summary(s: &Summary, keep: bool, pending: &[ToolCallRecord]) {
+    let records: u64 = s.phases.values().sum();
+    eprintln!(
+        "toolcalls local: {} events, {} bad lines, {} records",
+        s.events, s.bad_lines, records
+    );
+    let join = |items: Vec<String>| {
+        if items.is_empty() {
+            "-".to_owned()
+        } else {
+            items.join(", ")
+        }
+    };
+    eprintln!(
+        "  by phase:    {}",
+        join(s.phases.iter().map(|(k, v)| format!("{k} {v}")).collect())
+    );
+    eprintln!(
+        "  by strategy: {}",
+        join(
+            s.strategies
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect()
+        )
+    );
+    eprintln!(
+        "  events:      {}",
+        join(s.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect())
+    );
+    if s.duplicates > 0 {
+        eprintln!("  duplicates merged: {}", s.duplicates);
+    }
+    if !s.rejected.is_empty() {
+        eprintln!(
+            "  refused:     {}",
+            join(s.rejected.iter().map(|(k, v)| format!("{k} {v}")).collect())
+        );
+    }
+    if keep {
+        eprintln!("  still pending (--at-end keep): {}", s.still_pending);
+        for r in pending.iter().take(20) {
+            let tool = r.spec.tool_ref.as_ref().map_or("?", |t| t.name.as_str());
+            eprintln!(
+                "    {} {} {} session={}",
+                r.status.phase, tool, r.metadata.name, r.metadata.session
+            );
+        }
+    }
+}

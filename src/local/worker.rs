@@ -1,0 +1,172 @@
+//! One correlator and what it does with the events of its sessions: apply them, account for
+//! their outcomes, name, redact and encode the records it publishes — into an [`Out`] per
+//! chunk, each record and message tagged with the input line that caused it.
+
+use super::output::{Note, Out};
+use super::summary::Summary;
+use toolcalls_core::{Config, Correlator, Effects, FinishMode, Outcome, Position};
+use toolcalls_model::record::{FileEvents, FileLines, Origin};
+use toolcalls_model::redact::Redaction;
+use toolcalls_model::{Event, Phase, Timestamp, ToolCallRecord};
+
+/// The tag of what the end of the input makes.
+pub(super) const END_TAG: u32 = 0;
+
+/// What every thread shares: the rules, the inputs' names, what to do with bad input and with
+/// calls still pending at the end.
+pub(super) struct Setup {
+    pub config: Config,
+    pub redaction: Redaction,
+    pub names: InputNames,
+    pub strict: bool,
+    pub at_end: FinishMode,
+}
+
+/// The inputs as messages and the records' provenance name them: a v1 event by its file and
+/// line (the position's offset), an event an adapter made by its file and 1-based number (the
+/// offset is its 0-based index).
+pub(super) struct InputNames {
+    pub names: Vec<String>,
+    pub native: bool,
+}
+
+impl InputNames {
+    fn get(&self, topic: u16) -> &str {
+        self.names
+            .get(usize::from(topic))
+            .map_or("?", String::as_str)
+    }
+
+    fn name(&self, record: &mut ToolCallRecord) {
+        record.provenance.name(|input, offsets| {
+            let file = self.get(input).to_owned();
+            if self.native {
+                let events = offsets.into_iter().map(|i| i + 1).collect();
+                Origin::Events(FileEvents { file, events })
+            } else {
+                Origin::Lines(FileLines {
+                    file,
+                    lines: offsets,
+                })
+            }
+        });
+    }
+}
+
+/// A `--strict` stop: the fatal message is in the output.
+pub(super) struct Stop;
+
+/// A correlator over the sessions given to it, in input order.
+pub(super) struct Worker<'a> {
+    correlator: Correlator,
+    effects: Effects,
+    pub summary: Summary,
+    setup: &'a Setup,
+}
+
+impl<'a> Worker<'a> {
+    pub fn new(setup: &'a Setup) -> Self {
+        Worker {
+            correlator: Correlator::without_changelog(setup.config.clone()),
+            effects: Effects::default(),
+            summary: Summary::default(),
+            setup,
+        }
+    }
+
+    /// Applies `event` (line `line` of its input, tagged `tag` in its chunk) and writes what
+    /// it publishes to `out`.
+    pub fn apply(
+        &mut self,
+        tag: u32,
+        line: usize,
+        pos: Position,
+        event: Event,
+        out: &mut Out,
+    ) -> Result<(), Stop> {
+        self.summary.events += 1;
+        out.events += 1;
+        let outcome = self.correlator.apply(event, pos, &mut self.effects);
+        if outcome != Outcome::Held {
+            self.account(tag, self.setup.names.get(pos.topic), line, outcome, out)?;
+        }
+        self.account_released(tag, out)?;
+        self.write_records(tag, out);
+        Ok(())
+    }
+
+    /// The input has ended: applies what the reorder window holds and closes calls still
+    /// pending as `--at-end` says, into `out`.
+    pub fn finish(&mut self, out: &mut Out) -> Result<(), Stop> {
+        // Nothing held can be overtaken any more.
+        self.correlator.release_all(&mut self.effects);
+        self.account_released(END_TAG, out)?;
+        match self.setup.at_end {
+            FinishMode::Deadlines => self
+                .correlator
+                .advance(Timestamp::from_millis(i64::MAX), &mut self.effects),
+            FinishMode::Interrupt => {
+                self.correlator
+                    .close_all(Phase::Interrupted, "input ended", &mut self.effects)
+            }
+            FinishMode::Keep => self.summary.still_pending = self.correlator.pending_len() as u64,
+        }
+        self.write_records(END_TAG, out);
+        Ok(())
+    }
+
+    /// The first `n` pending calls and waiting results, oldest first (for `--at-end keep`).
+    pub fn pending(&self, n: usize) -> Vec<ToolCallRecord> {
+        self.correlator.pending_views().take(n).collect()
+    }
+
+    /// Counts what became of the event at `name`:`line`; a refusal is reported (and ends the
+    /// run under `--strict`).
+    fn account(
+        &mut self,
+        tag: u32,
+        name: &str,
+        line: usize,
+        outcome: Outcome,
+        out: &mut Out,
+    ) -> Result<(), Stop> {
+        *self.summary.outcomes.entry(outcome.label()).or_default() += 1;
+        if let Outcome::Rejected(reason) = outcome {
+            *self.summary.rejected.entry(reason).or_default() += 1;
+            let strict = self.setup.strict;
+            out.notes.push(Note {
+                tag,
+                text: format!("{name}:{line}: event refused by the correlator: {reason}"),
+                fatal: strict.then(|| {
+                    format!("{name}:{line}: event refused ({reason}); stopping because of --strict")
+                }),
+            });
+            if strict {
+                return Err(Stop);
+            }
+        }
+        Ok(())
+    }
+
+    /// Accounts for the events the reorder window applied in this step.
+    fn account_released(&mut self, tag: u32, out: &mut Out) -> Result<(), Stop> {
+        let mut released = std::mem::take(&mut self.effects.released);
+        for r in released.drain(..) {
+            let name = self.setup.names.get(r.pos.topic);
+            self.account(tag, name, r.pos.offset as usize, r.outcome, out)?;
+        }
+        self.effects.released = released;
+        Ok(())
+    }
+
+    fn write_records(&mut self, tag: u32, out: &mut Out) {
+        for mut record in self.effects.records.drain(..) {
+            self.setup.names.name(&mut record);
+            self.setup.redaction.apply(&mut record);
+            self.summary.record(&record);
+            record.encode_into(&mut out.bytes);
+            out.bytes.push(b'\n');
+            out.end_record(tag);
+        }
+    }
+}
