@@ -197,3 +197,58 @@ fn the_follower_serves_its_metrics() {
     );
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn two_followers_cannot_share_a_checkpoint_directory() {
+    let d = dir("follow-lock");
+    let sessions = d.join("sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    let follow = |once: bool| {
+        let mut c = toolcalls();
+        c.args([
+            "ingest",
+            "--follow",
+            "--format",
+            "claude-code",
+            "--checkpoint-dir",
+        ])
+        .arg(d.join("cp"))
+        .arg("--out")
+        .arg(d.join("out.jsonl"))
+        .arg(&sessions)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+        if once {
+            c.arg("--once");
+        }
+        c
+    };
+    let mut first = follow(false).spawn().unwrap();
+    // Following: it holds the lock from before it says so.
+    let mut log = BufReader::new(first.stderr.take().unwrap());
+    let mut line = String::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !line.contains("following") {
+        line.clear();
+        assert!(
+            log.read_line(&mut line).unwrap() > 0,
+            "the follower stopped"
+        );
+        assert!(Instant::now() < deadline, "the follower did not start");
+    }
+    let second = follow(true).output().unwrap();
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "{said}");
+    assert!(said.contains("uses the checkpoint directory"), "{said}");
+    let _ = first.kill();
+    let _ = first.wait();
+    // Once the first is gone, the directory is free again.
+    let third = follow(true).output().unwrap();
+    assert!(
+        third.status.success(),
+        "{}",
+        String::from_utf8_lossy(&third.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}

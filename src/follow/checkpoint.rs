@@ -92,6 +92,9 @@ impl<'de> Deserialize<'de> for Delivered {
 /// The checkpoint directory.
 pub struct Store {
     dir: PathBuf,
+    /// `DIR/.lock`, locked exclusively while the store is open: two followers writing one
+    /// directory's checkpoints would each send what the other delivered.
+    _lock: std::fs::File,
 }
 
 impl Store {
@@ -103,8 +106,26 @@ impl Store {
                 dir.display()
             )
         })?;
+        let path = dir.join(".lock");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("cannot open {}; check --checkpoint-dir", path.display()))?;
+        match fs4::FileExt::try_lock(&lock) {
+            Ok(()) => {}
+            Err(fs4::TryLockError::WouldBlock) => anyhow::bail!(
+                "another `toolcalls ingest --follow` uses the checkpoint directory {}; give each follower a --checkpoint-dir of its own",
+                dir.display()
+            ),
+            Err(fs4::TryLockError::Error(e)) => {
+                return Err(e).with_context(|| format!("cannot lock {}", path.display()))
+            }
+        }
         Ok(Store {
             dir: dir.to_owned(),
+            _lock: lock,
         })
     }
 
