@@ -8,6 +8,7 @@
 
 use crate::ownership::{Member, Ownership};
 use crate::partition::{PartitionMsg, Query};
+use crate::secret::Secret;
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -47,7 +48,7 @@ pub(crate) fn ops_router(state: Arc<HttpState>) -> Router {
 }
 
 /// The query API; with `token`, every request must carry `Authorization: Bearer <token>`.
-pub(crate) fn api_router(state: Arc<HttpState>, token: Option<String>) -> Router {
+pub(crate) fn api_router(state: Arc<HttpState>, token: Option<Secret>) -> Router {
     let router = Router::new()
         .route("/v1/tool-calls/{id}", get(tool_call))
         .route("/v1/sessions/{session}/pending", get(session_pending))
@@ -65,38 +66,22 @@ pub(crate) fn api_router(state: Arc<HttpState>, token: Option<String>) -> Router
 
 /// Lets a request through only with the bearer token.
 async fn authorize(
-    State(token): State<Arc<String>>,
+    State(token): State<Arc<Secret>>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    let given = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    match given {
-        Some(given) if same_secret(given.as_bytes(), token.as_bytes()) => next.run(request).await,
-        _ => {
-            let mut response = error(
-                StatusCode::UNAUTHORIZED,
-                "the query API needs `Authorization: Bearer <token>` with the token the processor was given (--api-token)".into(),
-            );
-            response.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                header::HeaderValue::from_static("Bearer"),
-            );
-            response
-        }
+    if token.is_bearer_in(request.headers()) {
+        return next.run(request).await;
     }
-}
-
-/// Compares without stopping at the first difference, so the time taken does not tell how much
-/// of a guess was right.
-fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    let mut response = error(
+        StatusCode::UNAUTHORIZED,
+        "the query API needs `Authorization: Bearer <token>` with the token the processor was given (--api-token)".into(),
+    );
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        header::HeaderValue::from_static("Bearer"),
+    );
+    response
 }
 
 async fn metrics(State(s): State<Arc<HttpState>>) -> Response {

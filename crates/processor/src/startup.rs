@@ -383,7 +383,7 @@ async fn serve_http(
     .await?;
     let api_addr = match settings.api_addr {
         Some(addr) => {
-            let token = settings.api_token.as_ref().map(|t| t.0.clone());
+            let token = settings.api_token.clone();
             Some(serve(addr, api_router(http.clone(), token), stop_rx).await?)
         }
         None => None,
