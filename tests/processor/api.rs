@@ -2,21 +2,7 @@
 //! operations listener serves only metrics and health. Driven with a real `curl`.
 
 use crate::harness::*;
-use std::process::Command;
 use toolcalls_processor::Secret;
-
-/// `curl` the URL with these extra arguments: (HTTP status, body).
-fn curl(url: &str, args: &[&str]) -> (u16, String) {
-    let out = Command::new("curl")
-        .args(["-sS", "-o", "-", "-w", "\n%{http_code}", "--max-time", "10"])
-        .args(args)
-        .arg(url)
-        .output()
-        .expect("curl is installed");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
-    (code.trim().parse().unwrap_or(0), body.to_owned())
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_query_api_needs_its_token_and_lives_apart_from_metrics() {

@@ -727,3 +727,17 @@ pub fn check_downstream(
     }
     duplicates
 }
+
+/// A real `curl` of `url` with these extra arguments: (HTTP status, body); status 0 when no
+/// answer came within 10 s.
+pub fn curl(url: &str, args: &[&str]) -> (u16, String) {
+    let out = Command::new("curl")
+        .args(["-sS", "-o", "-", "-w", "\n%{http_code}", "--max-time", "10"])
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("curl is installed");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_owned())
+}

@@ -5,28 +5,14 @@
 use crate::harness::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::time::Duration;
 use toolcalls_producer::{partition_of, PublishSettings, Publisher};
 
-fn curl(url: &str) -> (u16, Value) {
-    let out = Command::new("curl")
-        .args([
-            "-sS",
-            "-o",
-            "-",
-            "-w",
-            "\n%{http_code}",
-            "--max-time",
-            "10",
-            url,
-        ])
-        .output()
-        .expect("curl is installed");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
-    let body = serde_json::from_str(body).unwrap_or_else(|_| Value::String(body.to_owned()));
-    (code.trim().parse().unwrap_or(0), body)
+/// `curl` of `url`, its body as JSON (or as a string when it is not JSON).
+fn curl_json(url: &str) -> (u16, Value) {
+    let (code, body) = curl(url, &[]);
+    let body = serde_json::from_str(&body).unwrap_or(Value::String(body));
+    (code, body)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -92,7 +78,7 @@ async fn each_instance_says_which_one_owns_a_session() {
                 let here: Vec<usize> = (0..2)
                     .filter(|&i| {
                         let (code, body) =
-                            curl(&format!("http://{}/v1/sessions/{session}/pending", apis[i]));
+                            curl_json(&format!("http://{}/v1/sessions/{session}/pending", apis[i]));
                         code == 200 && body["pending"].as_array().is_some_and(|p| p.len() == 2)
                     })
                     .collect();
@@ -106,8 +92,9 @@ async fn each_instance_says_which_one_owns_a_session() {
         for (session, &owner) in &owners {
             let other = 1 - owner;
             let pending =
-                |i: usize| curl(&format!("http://{}/v1/sessions/{session}/pending", apis[i]));
-            let asked = |i: usize| curl(&format!("http://{}/v1/sessions/{session}/owner", apis[i]));
+                |i: usize| curl_json(&format!("http://{}/v1/sessions/{session}/pending", apis[i]));
+            let asked =
+                |i: usize| curl_json(&format!("http://{}/v1/sessions/{session}/owner", apis[i]));
             answers.push((
                 session.clone(),
                 owner,

@@ -54,7 +54,7 @@ impl Phoenix {
         };
         // Phoenix takes 15–30 s to start on this machine (database migrations, the UI).
         let deadline = std::time::Instant::now() + 3 * WAIT;
-        while curl(&phoenix.url("/healthz")).0 != 200 {
+        while curl(&phoenix.url("/healthz"), &[]).0 != 200 {
             if let Some(status) = phoenix.child.try_wait().unwrap() {
                 panic!("phoenix exited ({status}):\n{}", phoenix.log());
             }
@@ -85,7 +85,7 @@ impl Phoenix {
             if let Some(c) = &cursor {
                 url.push_str(&format!("&cursor={c}"));
             }
-            let (status, body) = curl(&url);
+            let (status, body) = curl(&url, &[]);
             assert_eq!(status, 200, "{url}: {body}");
             let page: Value = serde_json::from_str(&body).expect("phoenix answers JSON");
             spans.extend(page["data"].as_array().cloned().unwrap_or_default());
@@ -102,25 +102,6 @@ impl Drop for Phoenix {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn curl(url: &str) -> (u16, String) {
-    let out = Command::new("curl")
-        .args([
-            "-sS",
-            "-o",
-            "-",
-            "-w",
-            "\n%{http_code}",
-            "--max-time",
-            "10",
-            url,
-        ])
-        .output()
-        .expect("curl is installed");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
-    (code.trim().parse().unwrap_or(0), body.to_owned())
 }
 
 fn metric(registry: &prometheus::Registry, name: &str, label: Option<&str>) -> f64 {
