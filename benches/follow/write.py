@@ -3,7 +3,7 @@
 grown side by side, CHUNK bytes appended to each in turn (whole lines and, half the time, half a
 line), at RATE MB/s in all (or as fast as it can), until each holds COPIES back-to-back copies of
 a real transcript with its own session id.
-Prints the bytes written and the seconds it took as JSON on stdout.
+Prints the bytes written, the seconds it took and when it ended (Unix time) as JSON on stdout.
 
 The transcript is read in place from ../shared/fixtures (the project does not copy it)."""
 import argparse, json, os, sys, time
@@ -51,5 +51,5 @@ while any(pos < len(body) for _, body, pos in files):
             if ahead > 0:
                 time.sleep(ahead)
 elapsed = time.monotonic() - start
-json.dump({"bytes": written, "seconds": elapsed, "files": a.files}, sys.stdout)
+json.dump({"bytes": written, "seconds": elapsed, "end": time.time(), "files": a.files}, sys.stdout)
 print()

@@ -1,8 +1,11 @@
 //! Checkpoints of `ingest --follow`: per followed file, which file it was (device, inode,
 //! fingerprint), how far it was read, and the digests of the events of it the broker
-//! acknowledged. One small JSON file per followed path under `--checkpoint-dir`, written
-//! atomically (a temporary file, fsync, rename, fsync of the directory), and only after the broker
-//! acknowledged every event it counts.
+//! acknowledged. Per followed path under `--checkpoint-dir`: a small JSON file written atomically
+//! (a temporary file, fsync, rename, fsync of the directory), and a log of digests, 8 bytes each,
+//! to which each step appends (fsync) the digests it delivered, so that a step costs what it
+//! delivered rather than all the file ever did. Both are written only after the broker
+//! acknowledged every event they count, the digests first: a crash between the two leaves digests
+//! of events delivered, which is what they say.
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -11,8 +14,9 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// The version of the checkpoint format this build writes and reads.
-const VERSION: u32 = 1;
+/// The version of the checkpoint format this build writes. Version 1 kept the digests inside the
+/// JSON file; it is still read.
+const VERSION: u32 = 2;
 
 /// What is kept of one followed file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -35,7 +39,9 @@ pub struct Checkpoint {
     pub format: Option<String>,
     /// Events the last parse gave (for people reading the checkpoint).
     pub events: u64,
-    /// Every event delivered and acknowledged, as [`Delivered`] keeps them.
+    /// Every event delivered and acknowledged, as [`Delivered`] keeps them: in the digest log
+    /// (version 1: here).
+    #[serde(default, skip_serializing)]
     pub delivered: Delivered,
 }
 
@@ -87,6 +93,10 @@ impl<'de> Deserialize<'de> for Delivered {
         }
         Ok(out)
     }
+}
+
+fn encode_digests(digests: impl Iterator<Item = u64>) -> Vec<u8> {
+    digests.flat_map(u64::to_be_bytes).collect()
 }
 
 /// The checkpoint directory.
@@ -144,7 +154,17 @@ impl Store {
                 .map_err(anyhow::Error::from)
                 .and_then(|b| Ok(serde_json::from_slice::<Checkpoint>(&b)?))
             {
-                Ok(cp) if cp.version == VERSION => out.push(cp),
+                Ok(mut cp) if cp.version == VERSION => {
+                    for d in self.read_digests(&cp.path)? {
+                        cp.delivered.add(d);
+                    }
+                    out.push(cp);
+                }
+                Ok(cp) if cp.version == 1 => {
+                    // Its digests move to the log; later steps append to it.
+                    self.save_all(&cp)?;
+                    out.push(cp);
+                }
                 Ok(cp) => eprintln!(
                     "toolcalls ingest: checkpoint {} has version {}, not {VERSION}; ignored (its file is read again from its start)",
                     path.display(),
@@ -159,19 +179,75 @@ impl Store {
         Ok(out)
     }
 
+    /// Appends `fresh` to the digest log of `cp`'s file, then writes `cp`.
+    pub fn save(&self, cp: &Checkpoint, fresh: &[u64]) -> anyhow::Result<()> {
+        if !fresh.is_empty() {
+            let path = self.file_of(&cp.path).with_extension("digests");
+            let append = || -> std::io::Result<()> {
+                let mut f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&path)?;
+                f.write_all(&encode_digests(fresh.iter().copied()))?;
+                f.sync_data()
+            };
+            append().with_context(|| format!("cannot write the digests {}", path.display()))?;
+        }
+        self.write_head(cp)
+    }
+
+    /// Writes `cp` with its digest log anew (digests pruned, or the file followed under a new name).
+    pub fn save_all(&self, cp: &Checkpoint) -> anyhow::Result<()> {
+        let all = cp
+            .delivered
+            .0
+            .iter()
+            .flat_map(|(d, n)| std::iter::repeat_n(*d, *n as usize));
+        let target = self.file_of(&cp.path).with_extension("digests");
+        self.write_atomically(&target, &encode_digests(all))?;
+        self.write_head(cp)
+    }
+
+    /// Moves the checkpoint of `from` to `cp.path`.
+    pub fn rename(&self, from: &str, cp: &Checkpoint) -> anyhow::Result<()> {
+        self.save_all(cp)?;
+        self.remove(from)
+    }
+
+    /// The digests logged for `path`; a digest cut short by a crash is left out.
+    fn read_digests(&self, path: &str) -> anyhow::Result<Vec<u64>> {
+        let file = self.file_of(path).with_extension("digests");
+        match std::fs::read(&file) {
+            Ok(bytes) => Ok(bytes
+                .chunks_exact(8)
+                .map(|c| u64::from_be_bytes(c.try_into().expect("8 bytes")))
+                .collect()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(e).with_context(|| format!("cannot read {}", file.display())),
+        }
+    }
+
     /// Writes `cp` atomically: a crash leaves the old checkpoint or the new one, never a mix.
-    pub fn save(&self, cp: &Checkpoint) -> anyhow::Result<()> {
+    fn write_head(&self, cp: &Checkpoint) -> anyhow::Result<()> {
         let cp = Checkpoint {
             version: VERSION,
+            delivered: Delivered::default(),
             ..cp.clone()
         };
-        let target = self.file_of(&cp.path);
-        let tmp = target.with_extension("json.tmp");
+        let json = serde_json::to_vec(&cp)?;
+        self.write_atomically(&self.file_of(&cp.path), &json)
+    }
+
+    /// Replaces `target` with `bytes`: a temporary file, fsync, rename, fsync of the directory.
+    fn write_atomically(&self, target: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+        let mut tmp = target.as_os_str().to_owned();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
         let write = || -> std::io::Result<()> {
             let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&serde_json::to_vec(&cp).map_err(std::io::Error::other)?)?;
+            f.write_all(bytes)?;
             f.sync_all()?;
-            std::fs::rename(&tmp, &target)?;
+            std::fs::rename(&tmp, target)?;
             // The rename itself is durable once the directory is.
             std::fs::File::open(&self.dir)?.sync_all()
         };
@@ -180,12 +256,17 @@ impl Store {
 
     /// Removes the checkpoint of `path` (its file was followed under another name since).
     pub fn remove(&self, path: &str) -> anyhow::Result<()> {
-        match std::fs::remove_file(self.file_of(path)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                Err(e).with_context(|| format!("cannot remove the checkpoint of {path}"))
+        let head = self.file_of(path);
+        for file in [head.with_extension("digests"), head] {
+            match std::fs::remove_file(&file) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(e)
+                        .with_context(|| format!("cannot remove the checkpoint of {path}"))
+                }
+                _ => {}
             }
-            _ => Ok(()),
         }
+        Ok(())
     }
 
     /// `<dir>/<first 16 hex digits of SHA-256 of the path>.json`.
@@ -209,19 +290,56 @@ mod tests {
             position: 10,
             ..Checkpoint::default()
         };
-        cp.delivered.add(7);
-        cp.delivered.add(7);
-        cp.delivered.add(u64::MAX);
-        store.save(&cp).unwrap();
+        store.save(&cp, &[7, 7]).unwrap();
         cp.position = 20;
-        store.save(&cp).unwrap();
+        store.save(&cp, &[u64::MAX]).unwrap();
+        store.save(&cp, &[]).unwrap();
         let loaded = store.load().unwrap();
         assert_eq!(loaded.len(), 1, "one file per path");
         assert_eq!(loaded[0].position, 20);
-        assert_eq!(loaded[0].delivered.count(7), 2);
+        assert_eq!(loaded[0].delivered.count(7), 2, "appended twice");
         assert_eq!(loaded[0].delivered.count(u64::MAX), 1);
-        store.remove("/x/a.jsonl").unwrap();
+
+        // A crash in the middle of an append leaves a digest cut short: it is not one.
+        let log = store.file_of("/x/a.jsonl").with_extension("digests");
+        let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        f.write_all(&[1, 2, 3]).unwrap();
+        assert_eq!(store.load().unwrap()[0].delivered.len(), 2);
+
+        // A rename moves the digests with the checkpoint.
+        let mut moved = loaded[0].clone();
+        moved.path = "/x/b.jsonl".into();
+        store.rename("/x/a.jsonl", &moved).unwrap();
+        let loaded = store.load().unwrap();
+        assert_eq!(loaded.len(), 1);
+        assert_eq!(loaded[0].path, "/x/b.jsonl");
+        assert_eq!(loaded[0].delivered.count(7), 2);
+        store.remove("/x/b.jsonl").unwrap();
         assert!(store.load().unwrap().is_empty());
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            1,
+            "only the lock is left"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_version_1_checkpoint_keeps_its_digests() {
+        let dir = std::env::temp_dir().join(format!("toolcalls-cp1-{}", std::process::id()));
+        let store = Store::open(&dir).unwrap();
+        let v1 = r#"{"version":1,"path":"/x/a.jsonl","dev":1,"ino":2,"fingerprint":"00","fingerprintLen":1,"position":5,"size":5,"mtimeNs":0,"format":"claude-code","events":2,"delivered":["0000000000000007","0000000000000007"]}"#;
+        std::fs::write(store.file_of("/x/a.jsonl"), v1).unwrap();
+        let loaded = store.load().unwrap();
+        assert_eq!(loaded[0].delivered.count(7), 2);
+        // Later steps only append: the old digests must be in the log by now.
+        store.save(&loaded[0], &[9]).unwrap();
+        let again = store.load().unwrap();
+        assert_eq!(
+            (again[0].delivered.count(7), again[0].delivered.count(9)),
+            (2, 1)
+        );
+        assert_eq!(again[0].version, VERSION);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -17,7 +17,7 @@ pub fn ready(format: Format, bytes: &[u8]) -> Option<usize> {
 
 /// Whether the file is one JSON document rather than lines: Gemini CLI sessions always are;
 /// another format is when it opens with `{` or `[` and its first line is not a JSON value.
-fn is_document(format: Format, bytes: &[u8]) -> bool {
+pub fn is_document(format: Format, bytes: &[u8]) -> bool {
     if format == Format::GeminiCli {
         return true;
     }

@@ -7,19 +7,16 @@
 //! not yet delivered from that file are published, confirmed by the broker, and only then written
 //! down in the file's checkpoint ([`checkpoint`]).
 //!
-//! The adapters are whole-file functions (`toolcalls_adapters::parse`: bytes in, events out, with
-//! state kept between lines — pending tool names, turn ids, renamed ids — that the crate does not
-//! hand out). So the follower keeps no adapter state of its own: it parses the file from its
-//! start each time it changed, which rebuilds that state exactly (parsing is deterministic), and
-//! tells what is new by the events themselves: the checkpoint keeps the digest of every event of
-//! the file delivered so far, as many times as delivered, and an event is sent when the parse
-//! holds it more often than that. This needs no notion of "event N" staying put, which the
-//! formats do not give: a Gemini CLI session is rewritten whole at every save with a call's
-//! result merged into its message, a Claude Code progress row is attached to the call it
-//! belongs to, OpenTelemetry spans are sorted by time. The price is a parse of the whole file per
-//! change (at most one per poll per file). A changed event (a row attached later) is a new
-//! digest, sent again: a repeat under the same call id, which the processor counts as a
-//! duplicate.
+//! What is new is told two ways. A line format is read through a [`Stream`], kept while the file
+//! only grows with the same first bytes: the next change reads the bytes after the checkpoint's
+//! position and parses only them, and every event they give is new (a stream's events never
+//! change). Any other format can give events that depend on what follows them (a Gemini CLI
+//! session is rewritten whole at every save with a call's result merged into its message,
+//! OpenTelemetry spans are sorted by time), so it is parsed whole at each change, and an event is
+//! sent when the parse holds it more often than the checkpoint's digests say it was delivered. A
+//! changed event is a new digest, sent again: a repeat under the same call id, which the
+//! processor counts as a duplicate. A line-format file is parsed whole the same way when its
+//! stream cannot go on: at the first look after a start, and after a truncation or rewrite.
 //!
 //! A file whose start changed (its fingerprint: the first 256 bytes) or that got shorter was
 //! rewritten or truncated; it is parsed again from its start like any change, and its events
@@ -47,7 +44,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use toolcalls_adapters::{parse, Format, Options};
+use toolcalls_adapters::{parse, Format, Options, Parsed, Stream};
 
 /// What the follower is told.
 pub struct Settings {
@@ -133,8 +130,11 @@ struct Tracked {
     seen: Option<Stat>,
     /// Bad lines and notices already said, said once.
     said: HashSet<String>,
-    /// A file that keeps changing is read again no sooner than this ([`REREAD_AFTER_WORK`]).
+    /// A document that keeps changing is read again no sooner than this ([`REREAD_AFTER_WORK`]).
     not_before: Option<Instant>,
+    /// A line format's parse of the file up to the checkpoint's position, which reads on from
+    /// there at the next change.
+    stream: Option<Stream>,
 }
 
 /// A changed file is read again no sooner than this many times the time its last read took.
@@ -227,12 +227,9 @@ impl Follower {
             if let Some(old) = moved_from {
                 let mut t = self.files.remove(&old).expect("found above");
                 tracing::info!(from = %old.display(), to = %key, "renamed");
+                let was = std::mem::replace(&mut t.cp.path, key);
                 if let Some(store) = &self.store {
-                    store.remove(&t.cp.path)?;
-                }
-                t.cp.path = key;
-                if let Some(store) = &self.store {
-                    store.save(&t.cp)?;
+                    store.rename(&was, &t.cp)?;
                 }
                 self.files.insert(path.clone(), t);
             } else if known.is_none() && !self.saved.contains_key(&key) {
@@ -248,10 +245,10 @@ impl Follower {
                 if let Some(old) = old {
                     let mut cp = self.saved.remove(&old).expect("found above");
                     tracing::info!(from = %old, to = %key, "renamed while stopped");
-                    if let Some(store) = &self.store {
-                        store.remove(&old)?;
-                    }
                     cp.path = key.clone();
+                    if let Some(store) = &self.store {
+                        store.rename(&old, &cp)?;
+                    }
                     self.saved.insert(key, cp);
                 }
             }
@@ -276,10 +273,6 @@ impl Follower {
         if t.seen == Some(stat) {
             return Ok(());
         }
-        if t.not_before.is_some_and(|at| Instant::now() < at) {
-            return Ok(());
-        }
-        let began = Instant::now();
         let same_file = (t.cp.dev, t.cp.ino) == stat.inode();
         if t.seen.is_none() && same_file && t.cp.size == stat.size && t.cp.mtime_ns == stat.mtime_ns
         {
@@ -287,6 +280,28 @@ impl Follower {
             t.seen = Some(stat);
             return Ok(());
         }
+        if t.stream.is_some() && same_file && stat.size >= t.cp.position {
+            match appended(path, &t.cp) {
+                Ok(Some(tail)) => {
+                    t.seen = Some(stat);
+                    return self.deliver_appended(path, stat, &tail);
+                }
+                // Rewritten or truncated: read whole below.
+                Ok(None) => t.stream = None,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => {
+                    if t.said.insert(format!("read {e}")) {
+                        eprintln!("toolcalls ingest: cannot read {name} ({e}); trying again at every change");
+                    }
+                    t.seen = Some(stat);
+                    return Ok(());
+                }
+            }
+        }
+        if t.not_before.is_some_and(|at| Instant::now() < at) {
+            return Ok(());
+        }
+        let began = Instant::now();
         let bytes = match std::fs::read(path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -324,16 +339,17 @@ impl Follower {
         {
             tracing::info!(file = %name, "rewritten or truncated; reading it again from its start, what was delivered is not sent again");
         }
-        let parsed = parse(format, &name, &bytes[..ready], &self.s.options);
-        for e in &parsed.errors {
-            let said = e.to_string();
-            if t.said.insert(said.clone()) {
-                eprintln!("{said}");
-                if self.s.strict {
-                    anyhow::bail!("{said}; stopping because of --strict");
-                }
-            }
-        }
+        // A line format is read through a stream kept for the next change, which then reads only
+        // what was appended; a document is parsed whole at every change.
+        let mut stream = (!complete::is_document(format, &bytes))
+            .then(|| Stream::new(format, &name, &self.s.options))
+            .flatten();
+        let parsed = match stream.as_mut() {
+            Some(s) => s.push(&bytes[..ready]),
+            None => parse(format, &name, &bytes[..ready], &self.s.options),
+        };
+        t.stream = stream;
+        say_errors(t, &parsed, self.s.strict)?;
         // The events of this parse the file has delivered fewer times than the parse holds them.
         let mut held: HashMap<u64, u32> = HashMap::new();
         let mut fresh = Vec::new();
@@ -347,21 +363,11 @@ impl Follower {
                 fresh.push(digest);
             }
         }
-        if !fresh.is_empty() {
-            self.metrics
-                .read
-                .with_label_values(&[format.name()])
-                .inc_by(fresh.len() as u64);
-            self.out.confirm()?;
-            self.metrics
-                .sent
-                .with_label_values(&[format.name()])
-                .inc_by(fresh.len() as u64);
-        }
+        confirm(&mut self.out, &self.metrics, format, fresh.len())?;
         for d in &fresh {
             t.cp.delivered.add(*d);
         }
-        if t.cp.delivered.len() > 4 * held.len() + 1024 {
+        if t.stream.is_none() && t.cp.delivered.len() > 4 * held.len() + 1024 {
             t.cp.delivered.retain(&held);
         }
         let (print, print_len) = identity::fingerprint(&bytes);
@@ -379,9 +385,63 @@ impl Follower {
             delivered: std::mem::take(&mut t.cp.delivered),
             version: t.cp.version,
         };
-        t.not_before = Some(Instant::now() + began.elapsed() * REREAD_AFTER_WORK);
+        if t.stream.is_none() {
+            t.not_before = Some(Instant::now() + began.elapsed() * REREAD_AFTER_WORK);
+        }
+        let rewrite = t.stream.is_none();
+        self.save(path, format, &fresh, rewrite)
+    }
+
+    /// Publishes the events of the lines appended to a file read through its stream.
+    fn deliver_appended(&mut self, path: &Path, stat: Stat, tail: &Tail) -> anyhow::Result<()> {
+        let t = self.files.get_mut(path).expect("tracked by step");
+        let (Some(stream), Some(format)) = (t.stream.as_mut(), t.format) else {
+            return Ok(());
+        };
+        let Some(end) = tail.bytes.iter().rposition(|&b| b == b'\n') else {
+            return Ok(());
+        };
+        let parsed = stream.push(&tail.bytes[..=end]);
+        say_errors(t, &parsed, self.s.strict)?;
+        let mut fresh = Vec::with_capacity(parsed.events.len());
+        for event in &parsed.events {
+            let payload = event.encode();
+            self.out.send(event, &payload)?;
+            fresh.push(identity::event_digest(&payload));
+        }
+        confirm(&mut self.out, &self.metrics, format, fresh.len())?;
+        for d in &fresh {
+            t.cp.delivered.add(*d);
+        }
+        t.cp.position += end as u64 + 1;
+        t.cp.size = stat.size;
+        t.cp.mtime_ns = stat.mtime_ns;
+        t.cp.events += parsed.events.len() as u64;
+        if let Some((print, len)) = &tail.fingerprint {
+            t.cp.fingerprint.clone_from(print);
+            t.cp.fingerprint_len = *len;
+        }
+        self.save(path, format, &fresh, false)
+    }
+
+    /// Writes down the checkpoint of `path` once `fresh` (the digests of the events just
+    /// delivered) are acknowledged; `rewrite`: its digests were pruned, so they are written anew.
+    fn save(
+        &mut self,
+        path: &Path,
+        format: Format,
+        fresh: &[u64],
+        rewrite: bool,
+    ) -> anyhow::Result<()> {
+        let Some(t) = self.files.get(path) else {
+            return Ok(());
+        };
         if let Some(store) = &self.store {
-            store.save(&t.cp)?;
+            if rewrite {
+                store.save_all(&t.cp)?;
+            } else {
+                store.save(&t.cp, fresh)?;
+            }
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap_or_default();
@@ -389,16 +449,78 @@ impl Follower {
         }
         if !fresh.is_empty() {
             tracing::info!(
-                file = %name,
+                file = %t.cp.path,
                 format = format.name(),
                 sent = fresh.len(),
-                events = parsed.events.len(),
-                position = ready,
+                events = t.cp.events,
+                position = t.cp.position,
                 "delivered"
             );
         }
         Ok(())
     }
+}
+
+/// What was appended to a file read before, and the fingerprint of its start when it now covers
+/// more bytes than the checkpoint's.
+struct Tail {
+    bytes: Vec<u8>,
+    fingerprint: Option<(String, usize)>,
+}
+
+/// The bytes of `path` after the checkpoint's position, when the file still starts as it did
+/// (`None`: it was rewritten or truncated).
+fn appended(path: &Path, cp: &Checkpoint) -> std::io::Result<Option<Tail>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path)?;
+    let mut head = Vec::with_capacity(identity::FINGERPRINT_BYTES);
+    (&mut f)
+        .take(identity::FINGERPRINT_BYTES as u64)
+        .read_to_end(&mut head)?;
+    if !identity::same_start(&head, &cp.fingerprint, cp.fingerprint_len) {
+        return Ok(None);
+    }
+    let fingerprint = (cp.fingerprint_len < head.len()).then(|| identity::fingerprint(&head));
+    f.seek(SeekFrom::Start(cp.position))?;
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes)?;
+    Ok(Some(Tail { bytes, fingerprint }))
+}
+
+/// Says each bad line once; with `--strict` the first one stops the follower.
+fn say_errors(t: &mut Tracked, parsed: &Parsed, strict: bool) -> anyhow::Result<()> {
+    for e in &parsed.errors {
+        let said = e.to_string();
+        if t.said.insert(said.clone()) {
+            eprintln!("{said}");
+            if strict {
+                anyhow::bail!("{said}; stopping because of --strict");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Waits for the broker to acknowledge the `sent` events just handed over, and counts them.
+fn confirm(
+    out: &mut Outlet,
+    metrics: &FollowMetrics,
+    format: Format,
+    sent: usize,
+) -> anyhow::Result<()> {
+    if sent == 0 {
+        return Ok(());
+    }
+    metrics
+        .read
+        .with_label_values(&[format.name()])
+        .inc_by(sent as u64);
+    out.confirm()?;
+    metrics
+        .sent
+        .with_label_values(&[format.name()])
+        .inc_by(sent as u64);
+    Ok(())
 }
 
 /// Logs through tracing on stderr, filtered by `RUST_LOG` (default `info`, `warn` with `-q`).

@@ -46,7 +46,7 @@ use fields::{Kind, Obj, NAME_KEYS, PAYLOAD_KEYS};
 pub(crate) use fields::looks_like;
 
 /// Reads a file of ADK bus events (see the [module docs](self)).
-pub(crate) fn parse(ctx: &mut Ctx<'_>, input: &[u8]) {
+pub(crate) fn parse(ctx: &mut Ctx, input: &[u8]) {
     let mut state = State::default();
     for (line, bytes) in lines(input) {
         let Some(obj) = read_object(ctx, line, bytes) else {
@@ -60,7 +60,7 @@ pub(crate) fn parse(ctx: &mut Ctx<'_>, input: &[u8]) {
 }
 
 /// One line as an object, or the error that says why it is not one.
-fn read_object(ctx: &mut Ctx<'_>, line: usize, bytes: &[u8]) -> Option<Obj> {
+fn read_object(ctx: &mut Ctx, line: usize, bytes: &[u8]) -> Option<Obj> {
     let text = match std::str::from_utf8(bytes) {
         Ok(t) => t.trim(),
         Err(e) => {
@@ -144,7 +144,7 @@ impl Stream {
         }
     }
 
-    fn announce(&mut self, ctx: &mut Ctx<'_>) {
+    fn announce(&mut self, ctx: &mut Ctx) {
         let Some(tool) = self.tool.clone() else {
             return;
         };
@@ -158,7 +158,7 @@ impl Stream {
         self.announced = true;
     }
 
-    fn complete(&self, ctx: &mut Ctx<'_>, time: Timestamp, result: Option<Json>, is_error: bool) {
+    fn complete(&self, ctx: &mut Ctx, time: Timestamp, result: Option<Json>, is_error: bool) {
         let body = Completion {
             tool: self.tool.clone(),
             args: self.args.clone(),
@@ -209,7 +209,7 @@ impl Emission {
 
 impl State {
     /// Reads one object: a wrapped event or a bare payload.
-    fn line(&mut self, ctx: &mut Ctx<'_>, index: usize, obj: &Obj) -> Result<(), String> {
+    fn line(&mut self, ctx: &mut Ctx, index: usize, obj: &Obj) -> Result<(), String> {
         let mut name = None;
         for key in NAME_KEYS {
             if let Some(n) = fields::string(obj, key).ok().flatten() {
@@ -271,7 +271,7 @@ impl State {
         let payload = owned.as_ref().unwrap_or(obj);
         let session_key = ctx.session_or_default(&session);
         let turn = turn.or_else(|| self.current_turn(&session_key));
-        let at = |ctx: &mut Ctx<'_>, native: Option<Timestamp>| ctx.clock.at(index, native);
+        let at = |ctx: &mut Ctx, native: Option<Timestamp>| ctx.clock.at(index, native);
         let result = match kind {
             Kind::ToolCall => Emission::read(payload).map(|e| {
                 let time = at(ctx, e.updated.or(e.completed).or(e.created));
@@ -333,7 +333,7 @@ impl State {
     #[allow(clippy::too_many_arguments)]
     fn tool_call(
         &mut self,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx,
         index: usize,
         e: Emission,
         time: Timestamp,
@@ -387,7 +387,7 @@ impl State {
 
     /// The input ended: calls whose tool is known but whose args never came are announced as
     /// they are, in the order they started.
-    fn finish(self, ctx: &mut Ctx<'_>) {
+    fn finish(self, ctx: &mut Ctx) {
         let mut held: Vec<Stream> = self
             .streams
             .into_values()

@@ -38,7 +38,7 @@ pub(crate) struct CallBlock<'v> {
 
 impl<'v> CallBlock<'v> {
     /// The tool's name. A block without one is reported, at `{at}.content[index]`, and skipped.
-    pub fn name_or_report(&self, ctx: &mut Ctx<'_>, line: usize, at: &str) -> Option<&'v str> {
+    pub fn name_or_report(&self, ctx: &mut Ctx, line: usize, at: &str) -> Option<&'v str> {
         if self.name.is_none() {
             ctx.error_at(
                 line,
@@ -122,7 +122,7 @@ struct Streaming {
     line: usize,
 }
 
-pub(crate) fn parse(ctx: &mut Ctx<'_>, input: &[u8]) {
+pub(crate) fn parse(ctx: &mut Ctx, input: &[u8]) {
     let mut state = State::default();
     each_value(ctx, input, |ctx, line, index, v| {
         state.value(ctx, line, index, v)
@@ -137,7 +137,7 @@ struct State {
 }
 
 impl State {
-    fn value(&mut self, ctx: &mut Ctx<'_>, line: usize, index: usize, v: &Value) {
+    fn value(&mut self, ctx: &mut Ctx, line: usize, index: usize, v: &Value) {
         let Some(obj) = v.as_object() else {
             ctx.error(
                 line,
@@ -175,7 +175,7 @@ impl State {
         }
     }
 
-    fn request(&mut self, ctx: &mut Ctx<'_>, origin: &Origin, req: &Value) {
+    fn request(&mut self, ctx: &mut Ctx, origin: &Origin, req: &Value) {
         let Some(messages) = req.get("messages").and_then(Value::as_array) else {
             ctx.error(
                 origin.line,
@@ -200,7 +200,7 @@ impl State {
         }
     }
 
-    fn response(&mut self, ctx: &mut Ctx<'_>, origin: &Origin, resp: &Value) {
+    fn response(&mut self, ctx: &mut Ctx, origin: &Origin, resp: &Value) {
         let Some(content) = resp.get("content") else {
             ctx.error(
                 origin.line,
@@ -216,7 +216,7 @@ impl State {
         }
     }
 
-    fn stream_event(&mut self, ctx: &mut Ctx<'_>, origin: Origin, kind: &str, v: &Value) {
+    fn stream_event(&mut self, ctx: &mut Ctx, origin: Origin, kind: &str, v: &Value) {
         let index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
         match kind {
             "message_start" => {
@@ -304,7 +304,7 @@ impl State {
 }
 
 /// Emits the call or result of a block found at `at` (a JSON path) of the value read at `origin`.
-fn emit_block(ctx: &mut Ctx<'_>, origin: &Origin, at: &str, b: Block<'_>) {
+fn emit_block(ctx: &mut Ctx, origin: &Origin, at: &str, b: Block<'_>) {
     match b {
         Block::Call(call) => {
             let Some(name) = call.name_or_report(ctx, origin.line, at) else {

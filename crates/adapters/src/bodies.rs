@@ -12,9 +12,9 @@ use crate::common::{is_pretty_document, lines, sse, trim_ascii_start, Ctx, Envel
 /// Calls `f(ctx, line, index, value)` for each JSON value of a file of API bodies: a whole document
 /// (each element of an array), or one JSON value per line with SSE `data:` prefixes allowed.
 pub(crate) fn each_value(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut Ctx,
     input: &[u8],
-    mut f: impl FnMut(&mut Ctx<'_>, usize, usize, &Value),
+    mut f: impl FnMut(&mut Ctx, usize, usize, &Value),
 ) {
     if trim_ascii_start(input).starts_with(b"[") || is_pretty_document(input) {
         if let Some(doc) = ctx.json_document(input) {
@@ -124,7 +124,7 @@ pub(crate) struct Conversations(HashMap<String, History>);
 
 impl Conversations {
     /// The history of the conversation of events naming `session` (or none).
-    pub fn of(&mut self, ctx: &Ctx<'_>, session: &Option<String>) -> &mut History {
+    pub fn of(&mut self, ctx: &Ctx, session: &Option<String>) -> &mut History {
         self.0.entry(ctx.session_or_default(session)).or_default()
     }
 }

@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use serde_json::{json, Map, Value};
 use toolcalls_model::Completion;
 
-use crate::common::{hints, lines, rfc3339_field, str_field, ArgsWire, Ctx, Envelope, IdScope};
+use crate::common::{hints, rfc3339_field, str_field, ArgsWire, Ctx, Envelope, IdScope};
+use crate::stream::LineReader;
 
 /// Codex rollout files (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`).
 ///
@@ -23,16 +24,20 @@ use crate::common::{hints, lines, rfc3339_field, str_field, ArgsWire, Ctx, Envel
 ///   patches and timeouts).
 /// - Older rollouts without the `{timestamp, type, payload}` wrapper (bare response items) are read
 ///   too.
-pub(crate) fn rollout(ctx: &mut Ctx<'_>, input: &[u8]) {
-    let mut session: Option<String> = None;
-    let mut turn: Option<String> = None;
-    let mut native_turns = false;
-    let mut prompts = 0usize;
-    let mut tools: HashMap<String, String> = HashMap::new();
+#[derive(Default)]
+pub(crate) struct Rollout {
+    session: Option<String>,
+    turn: Option<String>,
+    native_turns: bool,
+    prompts: usize,
+    /// Tool names by call id, for the outputs.
+    tools: HashMap<String, String>,
+}
 
-    for (line, bytes) in lines(input) {
+impl LineReader for Rollout {
+    fn line(&mut self, ctx: &mut Ctx, line: usize, bytes: &[u8]) {
         let Some(row) = ctx.json_object_line(line, bytes, "a Codex rollout line") else {
-            continue;
+            return;
         };
         let time = ctx.clock.at(line - 1, rfc3339_field(&row, "timestamp"));
         let (kind, payload) = match (str_field(&row, "type"), row.get("payload")) {
@@ -45,34 +50,34 @@ pub(crate) fn rollout(ctx: &mut Ctx<'_>, input: &[u8]) {
                 } else {
                     ctx.error(line, "line has no `type`; expected a Codex rollout line ({timestamp, type, payload})");
                 }
-                continue;
+                return;
             }
         };
         let env = Envelope {
-            session: session.clone(),
-            turn: turn.clone(),
+            session: self.session.clone(),
+            turn: self.turn.clone(),
             time,
             ..Envelope::default()
         };
         let ptype = str_field(payload, "type").unwrap_or("");
         match (kind, ptype) {
             ("session_meta", _) => {
-                session = str_field(payload, "id")
+                self.session = str_field(payload, "id")
                     .or_else(|| payload.get("meta").and_then(|m| str_field(m, "id")))
                     .map(str::to_owned);
                 ctx.skip();
             }
             ("turn_context", _) | ("event_msg", "task_started") => {
                 if let Some(t) = str_field(payload, "turn_id") {
-                    turn = Some(t.to_owned());
-                    native_turns = true;
+                    self.turn = Some(t.to_owned());
+                    self.native_turns = true;
                 }
                 ctx.skip();
             }
             ("event_msg", "user_message") => {
-                if !native_turns {
-                    prompts += 1;
-                    turn = Some(prompts.to_string());
+                if !self.native_turns {
+                    self.prompts += 1;
+                    self.turn = Some(self.prompts.to_string());
                 }
                 ctx.skip();
             }
@@ -115,10 +120,10 @@ pub(crate) fn rollout(ctx: &mut Ctx<'_>, input: &[u8]) {
                         line,
                         format!("{ptype} has no `name`; the line is truncated"),
                     );
-                    continue;
+                    return;
                 };
                 if let Some(id) = call_id {
-                    tools.insert(id.to_owned(), tool.to_owned());
+                    self.tools.insert(id.to_owned(), tool.to_owned());
                 }
                 let env = Envelope {
                     call_id: call_id.map(str::to_owned),
@@ -132,11 +137,11 @@ pub(crate) fn rollout(ctx: &mut Ctx<'_>, input: &[u8]) {
                         line,
                         format!("{ptype} has no `call_id`; it cannot name its call"),
                     );
-                    continue;
+                    return;
                 };
                 let output = payload.get("output").cloned().unwrap_or(Value::Null);
                 let failed = payload.get("success").and_then(Value::as_bool) == Some(false)
-                    || output_failed(tools.get(call_id).map(String::as_str), &output);
+                    || output_failed(self.tools.get(call_id).map(String::as_str), &output);
                 let env = Envelope {
                     call_id: Some(call_id.to_owned()),
                     ..env
@@ -210,46 +215,49 @@ fn output_failed(tool: Option<&str>, output: &Value) -> bool {
 ///   announce and a completion at the same time. `exit_code` ≠ 0 or status `failed` / `declined`
 ///   is an error.
 /// - There are no timestamps: see [`crate::Options::base_time`].
-pub(crate) fn exec_json(ctx: &mut Ctx<'_>, input: &[u8]) {
-    let mut thread: Option<String> = None;
-    let mut turns = 0usize;
-    let mut turn: Option<String> = None;
-    let mut ids = IdScope::default();
+#[derive(Default)]
+pub(crate) struct ExecJson {
+    thread: Option<String>,
+    turns: usize,
+    turn: Option<String>,
+    ids: IdScope,
+}
 
-    for (line, bytes) in lines(input) {
+impl LineReader for ExecJson {
+    fn line(&mut self, ctx: &mut Ctx, line: usize, bytes: &[u8]) {
         let Some(row) = ctx.json_line(line, bytes) else {
-            continue;
+            return;
         };
         let Some(kind) = str_field(&row, "type") else {
             ctx.error(
                 line,
                 "line has no `type`; expected `codex exec --json` output",
             );
-            continue;
+            return;
         };
         let time = ctx.clock.at(line - 1, None);
         let env = Envelope {
-            thread: thread.clone(),
-            turn: turn.clone(),
+            thread: self.thread.clone(),
+            turn: self.turn.clone(),
             time,
             ..Envelope::default()
         };
         match kind {
             "thread.started" => {
-                thread = str_field(&row, "thread_id").map(str::to_owned);
-                if thread.is_none() {
+                self.thread = str_field(&row, "thread_id").map(str::to_owned);
+                if self.thread.is_none() {
                     ctx.error(
                         line,
                         "thread.started has no `thread_id`; item ids of this run cannot be scoped",
                     );
                 }
-                turns = 0;
-                turn = None;
+                self.turns = 0;
+                self.turn = None;
                 ctx.skip();
             }
             "turn.started" => {
-                turns += 1;
-                turn = Some(turns.to_string());
+                self.turns += 1;
+                self.turn = Some(self.turns.to_string());
                 ctx.skip();
             }
             "turn.completed" => {
@@ -266,29 +274,29 @@ pub(crate) fn exec_json(ctx: &mut Ctx<'_>, input: &[u8]) {
             "item.started" | "item.completed" => {
                 let Some(item) = row.get("item").filter(|i| i.is_object()) else {
                     ctx.error(line, format!("{kind} has no `item` object"));
-                    continue;
+                    return;
                 };
                 let Some(call) = tool_item(item) else {
                     ctx.skip();
-                    continue;
+                    return;
                 };
                 let Some(native) = str_field(item, "id") else {
                     ctx.error(line, format!("{kind} {} item has no `id`", call.tool));
-                    continue;
+                    return;
                 };
-                let scope = thread.clone().unwrap_or_default();
+                let scope = self.thread.clone().unwrap_or_default();
                 if kind == "item.started" {
-                    let id = ids.open(&scope, native);
+                    let id = self.ids.open(&scope, native);
                     let env = Envelope {
                         call_id: Some(id),
                         attributes: call.attributes.clone(),
                         ..env
                     };
                     ctx.announce(env, &call.tool, call.args.clone());
-                    continue;
+                    return;
                 }
-                if !ids.pending(&scope, native) {
-                    let id = ids.open(&scope, native);
+                if !self.ids.pending(&scope, native) {
+                    let id = self.ids.open(&scope, native);
                     let env = Envelope {
                         call_id: Some(id),
                         attributes: call.attributes.clone(),
@@ -296,7 +304,7 @@ pub(crate) fn exec_json(ctx: &mut Ctx<'_>, input: &[u8]) {
                     };
                     ctx.announce(env, &call.tool, call.args.clone());
                 }
-                let id = ids.close(&scope, native);
+                let id = self.ids.close(&scope, native);
                 let env = Envelope {
                     call_id: Some(id),
                     ..env

@@ -1,7 +1,7 @@
 //! What every adapter shares: the parse context (events, errors, options), the deterministic clock,
 //! line, SSE and document reading, id scoping and small JSON helpers.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 use toolcalls_model::checksum::checksum_of_encoded;
@@ -12,10 +12,10 @@ use toolcalls_model::{
 
 use crate::{Format, LineError, Options, Parsed};
 
-/// The state of one [`crate::parse`] call.
-pub(crate) struct Ctx<'a> {
+/// The state of one [`crate::parse`] call, or of one [`crate::Stream`] for as long as it lives.
+pub(crate) struct Ctx {
     file: String,
-    opts: &'a Options,
+    opts: Options,
     source: Source,
     /// The session when the file names none: `--session`, else the file stem.
     default_session: String,
@@ -23,6 +23,8 @@ pub(crate) struct Ctx<'a> {
     errors: Vec<LineError>,
     skipped: usize,
     pub clock: Clock,
+    /// What [`distinct_times`] has stamped so far: it outlives a [`Ctx::take`].
+    stamped: HashSet<(u64, i64)>,
 }
 
 /// The envelope of an event being built. Empty strings count as absent (the wire refuses them).
@@ -36,17 +38,18 @@ pub(crate) struct Envelope {
     pub attributes: Option<Map<String, Value>>,
 }
 
-impl<'a> Ctx<'a> {
-    pub fn new(format: Format, name: &str, opts: &'a Options) -> Ctx<'a> {
+impl Ctx {
+    pub fn new(format: Format, name: &str, opts: &Options) -> Ctx {
         Ctx {
             file: name.to_owned(),
-            opts,
+            opts: opts.clone(),
             source: Source::from(format.source()),
             default_session: opts.session.clone().unwrap_or_else(|| file_stem(name)),
             events: Vec::new(),
             errors: Vec::new(),
             skipped: 0,
             clock: Clock::new(opts.base_time.unwrap_or_default()),
+            stamped: HashSet::new(),
         }
     }
 
@@ -197,8 +200,14 @@ impl<'a> Ctx<'a> {
     }
 
     /// Applies the options and hands the result over.
-    pub fn finish(self) -> Parsed {
-        let mut events = self.events;
+    pub fn finish(mut self) -> Parsed {
+        self.take()
+    }
+
+    /// Hands over what was read since the last call, with the options applied. The events handed
+    /// over are final: nothing read later changes them.
+    pub fn take(&mut self) -> Parsed {
+        let mut events = std::mem::take(&mut self.events);
         for e in &mut events {
             if let Some(source) = &self.opts.source {
                 e.source = Source(source.clone());
@@ -210,11 +219,11 @@ impl<'a> Ctx<'a> {
                 e.call_id = None;
             }
         }
-        distinct_times(&mut events);
+        distinct_times(&mut events, &mut self.stamped);
         Parsed {
             events,
-            errors: self.errors,
-            skipped: self.skipped,
+            errors: std::mem::take(&mut self.errors),
+            skipped: std::mem::take(&mut self.skipped),
         }
     }
 }
@@ -224,9 +233,9 @@ impl<'a> Ctx<'a> {
 /// Repeats); two calls one file reports alike — parallel calls with the same tool and arguments
 /// in one message, which share the message's time — would be taken for one. So an id-less
 /// announce or completion that says what an earlier one of the file said, at the same time, is
-/// moved on by a millisecond until it does not. A file read twice is stamped the same twice.
-fn distinct_times(events: &mut [Event]) {
-    let mut seen: std::collections::HashSet<(String, i64)> = std::collections::HashSet::new();
+/// moved on by a millisecond until it does not. A file read twice is stamped the same twice, and
+/// a file read in pieces (`seen` kept between them) as when read whole.
+fn distinct_times(events: &mut [Event], seen: &mut HashSet<(u64, i64)>) {
     for e in events.iter_mut().filter(|e| e.call_id.is_none()) {
         let what = match &e.body {
             EventBody::Announce(a) => format!(
@@ -244,14 +253,21 @@ fn distinct_times(events: &mut [Event]) {
             ),
             _ => continue,
         };
-        let key = format!(
-            "{}\0{}\0{:?}\0{what}",
-            e.source.as_str(),
-            e.session.as_str(),
-            e.thread.as_ref().map(|t| t.as_str())
-        );
+        // Hashed, so that a long-lived stream keeps 16 bytes per event rather than its result.
+        let key = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::hash::DefaultHasher::new();
+            (
+                e.source.as_str(),
+                e.session.as_str(),
+                e.thread.as_ref().map(|t| t.as_str()),
+                what,
+            )
+                .hash(&mut h);
+            h.finish()
+        };
         let mut time = e.time;
-        while !seen.insert((key.clone(), time.millis())) {
+        while !seen.insert((key, time.millis())) {
             time = time.plus_millis(1);
         }
         e.time = time;

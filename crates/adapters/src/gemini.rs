@@ -16,7 +16,7 @@ use crate::common::{excerpt, hints, rfc3339_field, seconds, str_field, Ctx, Enve
 /// - `status: error` → an error; `status: cancelled` → a cancelled call. A call still `executing`
 ///   / `scheduled` / `awaiting_approval` when the file was written gets no completion.
 /// - The ids (`<tool>-<epoch ms>-<random>`) are made by the CLI, not the model.
-pub(crate) fn cli_session(ctx: &mut Ctx<'_>, input: &[u8]) {
+pub(crate) fn cli_session(ctx: &mut Ctx, input: &[u8]) {
     let Some(doc) = ctx.json_document(input) else {
         return;
     };
@@ -121,7 +121,7 @@ fn function_response(part: &Value) -> Option<&Value> {
 /// `functionCall` parts are announces and `functionResponse` parts completions (with the tool
 /// `name` as a hint). `id` is optional in both and often absent; a `response` holding an `error`
 /// key is an error (the ADK convention).
-pub(crate) fn api(ctx: &mut Ctx<'_>, input: &[u8]) {
+pub(crate) fn api(ctx: &mut Ctx, input: &[u8]) {
     let mut state = Api::default();
     each_value(ctx, input, |ctx, line, index, v| {
         state.value(ctx, line, index, v, None)
@@ -137,7 +137,7 @@ struct Api {
 impl Api {
     fn value(
         &mut self,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx,
         line: usize,
         index: usize,
         v: &Value,
@@ -189,7 +189,7 @@ impl Api {
         }
     }
 
-    fn request(&mut self, ctx: &mut Ctx<'_>, origin: &Origin, req: &Value) {
+    fn request(&mut self, ctx: &mut Ctx, origin: &Origin, req: &Value) {
         let Some(contents) = req.get("contents").and_then(Value::as_array) else {
             ctx.error(
                 origin.line,
@@ -221,7 +221,7 @@ impl Api {
         }
     }
 
-    fn response(&mut self, ctx: &mut Ctx<'_>, origin: &Origin, resp: &Value) {
+    fn response(&mut self, ctx: &mut Ctx, origin: &Origin, resp: &Value) {
         let Some(candidates) = resp.get("candidates").and_then(Value::as_array) else {
             ctx.error(
                 origin.line,
@@ -252,7 +252,7 @@ impl Api {
 
     fn adk_event(
         &mut self,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx,
         line: usize,
         index: usize,
         e: &Value,
@@ -286,7 +286,7 @@ impl Api {
     /// Emits a `functionCall` or `functionResponse` part found at `at` (a JSON path).
     fn part(
         &mut self,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx,
         origin: &Origin,
         at: &str,
         turn: Option<&str>,

@@ -48,6 +48,7 @@ mod mcp;
 mod openai;
 mod otel;
 mod parsed;
+mod stream;
 #[cfg(test)]
 mod test_support;
 
@@ -55,23 +56,28 @@ use toolcalls_model::Event;
 
 pub use format::{Format, UnknownFormat};
 pub use parsed::{LineError, Options, Parsed};
+pub use stream::Stream;
 
 /// Parses one file. `name` is used in error messages and, for formats that name no session, as the
 /// session (its file name without directories and extensions).
 pub fn parse(format: Format, name: &str, input: &[u8], opts: &Options) -> Parsed {
     let mut ctx = common::Ctx::new(format, name, opts);
     match format {
-        Format::ClaudeCode => claude::transcript(&mut ctx, input),
-        Format::ClaudeCodeStream => claude::stream_json(&mut ctx, input),
-        Format::ClaudeCodeHooks => claude::hooks(&mut ctx, input),
+        Format::ClaudeCode
+        | Format::ClaudeCodeStream
+        | Format::ClaudeCodeHooks
+        | Format::Codex
+        | Format::CodexExec
+        | Format::Mcp => {
+            if let Some(mut reader) = stream::line_reader(format) {
+                stream::read_lines(&mut ctx, input, &mut *reader);
+            }
+        }
         Format::Anthropic => anthropic::parse(&mut ctx, input),
         Format::OpenaiChat => openai::chat(&mut ctx, input),
         Format::OpenaiResponses => openai::responses(&mut ctx, input),
-        Format::Codex => codex::rollout(&mut ctx, input),
-        Format::CodexExec => codex::exec_json(&mut ctx, input),
         Format::GeminiCli => gemini::cli_session(&mut ctx, input),
         Format::Gemini => gemini::api(&mut ctx, input),
-        Format::Mcp => mcp::parse(&mut ctx, input),
         Format::Otel => otel::parse(&mut ctx, input),
         Format::Adk => adk::parse(&mut ctx, input),
     }

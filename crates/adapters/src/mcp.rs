@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use serde_json::Value;
 use toolcalls_model::{Completion, Timestamp};
 
-use crate::common::{id_field, lines, loose_time, str_field, Ctx, Envelope, IdScope};
+use crate::common::{id_field, loose_time, str_field, Ctx, Envelope, IdScope};
+use crate::stream::LineReader;
 
 /// Which side sent a message, as far as the log says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -61,11 +62,13 @@ fn sender(direction: Option<&str>) -> Side {
 /// - Session: the wrapper's session (or `Mcp-Session-Id`), else `--session` or the file name.
 ///   Time: the wrapper's timestamp (RFC 3339 or epoch s / ms / µs / ns), else the clock rule.
 /// - Bare messages carry neither session, time nor direction.
-pub(crate) fn parse(ctx: &mut Ctx<'_>, input: &[u8]) {
-    let mut state = Mcp::default();
-    for (line, bytes) in lines(input) {
+#[derive(Default)]
+pub(crate) struct McpLog(Mcp);
+
+impl LineReader for McpLog {
+    fn line(&mut self, ctx: &mut Ctx, line: usize, bytes: &[u8]) {
         let Some(v) = ctx.json_line(line, bytes) else {
-            continue;
+            return;
         };
         let bare = v.is_array() || v.get("jsonrpc").is_some() || v.get("method").is_some();
         let (meta, message) = if bare {
@@ -78,7 +81,7 @@ pub(crate) fn parse(ctx: &mut Ctx<'_>, input: &[u8]) {
                 Some(m) => (Some(&v), m),
                 None => {
                     ctx.error(line, "line is neither a JSON-RPC message nor a wrapper with `message`; expected an MCP JSON-RPC log");
-                    continue;
+                    return;
                 }
             }
         };
@@ -107,10 +110,10 @@ pub(crate) fn parse(ctx: &mut Ctx<'_>, input: &[u8]) {
         match message {
             Value::Array(batch) => {
                 for m in batch {
-                    state.message(ctx, line, time, &session, side, m);
+                    self.0.message(ctx, line, time, &session, side, m);
                 }
             }
-            m => state.message(ctx, line, time, &session, side, m),
+            m => self.0.message(ctx, line, time, &session, side, m),
         }
     }
 }
@@ -125,7 +128,7 @@ struct Mcp {
 impl Mcp {
     fn message(
         &mut self,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx,
         line: usize,
         time: Timestamp,
         session: &Option<String>,

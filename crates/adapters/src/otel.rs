@@ -23,7 +23,7 @@ use crate::common::{
 ///
 /// Exporters do not write spans in time order, so this adapter sorts its events by event time
 /// (announce before completion at equal times).
-pub(crate) fn parse(ctx: &mut Ctx<'_>, input: &[u8]) {
+pub(crate) fn parse(ctx: &mut Ctx, input: &[u8]) {
     let mut out: Vec<(Timestamp, usize, Envelope, EventBody)> = Vec::new();
     if is_pretty_document(input) {
         if let Some(doc) = ctx.json_document(input) {
@@ -43,7 +43,7 @@ pub(crate) fn parse(ctx: &mut Ctx<'_>, input: &[u8]) {
 }
 
 fn export(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut Ctx,
     line: usize,
     doc: &Value,
     out: &mut Vec<(Timestamp, usize, Envelope, EventBody)>,
@@ -77,7 +77,7 @@ fn export(
 }
 
 fn span_events(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut Ctx,
     line: usize,
     at: &str,
     span: &Value,

@@ -223,3 +223,52 @@ fn ids_are_dropped_but_hints_stay() {
         }
     }
 }
+
+/// Cut points for reading a file in pieces: a small deterministic generator (xorshift), so that a
+/// failure names the seed that found it.
+fn cuts(len: usize, seed: u64) -> Vec<usize> {
+    let mut x = seed.max(1);
+    let mut at = 0;
+    let mut out = Vec::new();
+    while at < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        // Mostly small pieces (inside lines), now and then a large one.
+        let step = if x % 8 == 0 { x % 20_000 } else { x % 300 } as usize + 1;
+        at = (at + step).min(len);
+        out.push(at);
+    }
+    out
+}
+
+#[test]
+fn a_line_format_read_in_pieces_gives_what_it_gives_read_whole() {
+    let mut streamed_any = false;
+    for (e, bytes) in read_fixtures() {
+        let Some(_) = toolcalls_adapters::Stream::new(e.format, e.file, &Options::default()) else {
+            continue;
+        };
+        streamed_any = true;
+        let whole = parse(e.format, e.file, &bytes, &Options::default());
+        for seed in 1..=5u64 {
+            let mut stream =
+                toolcalls_adapters::Stream::new(e.format, e.file, &Options::default()).unwrap();
+            let (mut events, mut errors, mut skipped) = (Vec::new(), Vec::new(), 0);
+            let mut from = 0;
+            for to in cuts(bytes.len(), seed) {
+                let p = stream.push(&bytes[from..to]);
+                events.extend(p.events);
+                errors.extend(p.errors);
+                skipped += p.skipped;
+                from = to;
+            }
+            assert_eq!(events, whole.events, "{} (seed {seed})", e.file);
+            assert_eq!(errors, whole.errors, "{} (seed {seed})", e.file);
+            assert_eq!(skipped, whole.skipped, "{} (seed {seed})", e.file);
+        }
+    }
+    if fixtures().is_some() {
+        assert!(streamed_any, "no fixture of a line format");
+    }
+}

@@ -7,7 +7,7 @@ use crate::common::Ctx;
 /// The `message.content` of a transcript row or stream-json line (`unit`) of type `kind`; without
 /// one, the row is reported as truncated.
 pub(super) fn message_content<'r>(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut Ctx,
     line: usize,
     row: &'r Value,
     kind: &str,

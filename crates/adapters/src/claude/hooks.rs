@@ -5,7 +5,8 @@ use toolcalls_model::{
     Approval, ApprovalDecision, Completion, EventBody, HookDecision, HookVerdict,
 };
 
-use crate::common::{hints, lines, loose_time, str_field, Ctx, Envelope};
+use crate::common::{hints, loose_time, str_field, Ctx, Envelope};
+use crate::stream::LineReader;
 
 /// Claude Code hook payloads, one JSON object per line as a logging hook writes them (the hook's
 /// stdin, optionally with a `timestamp` the logger added and the hook's output merged in).
@@ -18,14 +19,17 @@ use crate::common::{hints, lines, loose_time, str_field, Ctx, Envelope};
 /// - `PermissionRequest` → approval requested; `Stop` and `SessionEnd` → `turn_end` of the session.
 ///
 /// Hook payloads carry no turn id and, unless the logger adds one, no time.
-pub(crate) fn hooks(ctx: &mut Ctx<'_>, input: &[u8]) {
-    for (line, bytes) in lines(input) {
+#[derive(Default)]
+pub(crate) struct Hooks;
+
+impl LineReader for Hooks {
+    fn line(&mut self, ctx: &mut Ctx, line: usize, bytes: &[u8]) {
         let Some(p) = ctx.json_line(line, bytes) else {
-            continue;
+            return;
         };
         let Some(event) = str_field(&p, "hook_event_name") else {
             ctx.error(line, "payload has no `hook_event_name`; expected Claude Code hook input (one JSON object per line)");
-            continue;
+            return;
         };
         let native = ["timestamp", "time", "ts"]
             .iter()
@@ -48,7 +52,7 @@ pub(crate) fn hooks(ctx: &mut Ctx<'_>, input: &[u8]) {
                 line,
                 format!("{event} payload has no `tool_name`; the payload is truncated"),
             );
-            continue;
+            return;
         }
         match event {
             "PreToolUse" => {

@@ -8,6 +8,6 @@ mod hooks;
 mod stream_json;
 mod transcript;
 
-pub(crate) use hooks::hooks;
-pub(crate) use stream_json::stream_json;
-pub(crate) use transcript::transcript;
+pub(crate) use hooks::Hooks;
+pub(crate) use stream_json::StreamJson;
+pub(crate) use transcript::Transcript;

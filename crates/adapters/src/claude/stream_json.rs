@@ -4,7 +4,8 @@ use serde_json::{Map, Value};
 
 use super::content::message_content;
 use crate::anthropic::{blocks, Block};
-use crate::common::{lines, loose_time, str_field, Ctx, Envelope};
+use crate::common::{loose_time, str_field, Ctx, Envelope};
+use crate::stream::LineReader;
 
 /// `claude -p --output-format stream-json [--verbose]` output.
 ///
@@ -12,17 +13,20 @@ use crate::common::{lines, loose_time, str_field, Ctx, Envelope};
 /// on every line; a subagent's lines name the Task call in `parent_tool_use_id` (kept as the
 /// attribute `parentToolUseId`). The final `result` line ends the run: a `turn_end` for the session.
 /// The format has no timestamps (see [`crate::Options::base_time`]) and no turn ids.
-pub(crate) fn stream_json(ctx: &mut Ctx<'_>, input: &[u8]) {
-    for (line, bytes) in lines(input) {
+#[derive(Default)]
+pub(crate) struct StreamJson;
+
+impl LineReader for StreamJson {
+    fn line(&mut self, ctx: &mut Ctx, line: usize, bytes: &[u8]) {
         let Some(row) = ctx.json_line(line, bytes) else {
-            continue;
+            return;
         };
         let Some(kind) = row.get("type").and_then(Value::as_str) else {
             ctx.error(
                 line,
                 "line has no `type`; expected `claude -p --output-format stream-json` output",
             );
-            continue;
+            return;
         };
         let time = ctx
             .clock
@@ -41,7 +45,7 @@ pub(crate) fn stream_json(ctx: &mut Ctx<'_>, input: &[u8]) {
         match kind {
             "assistant" | "user" => {
                 let Some(content) = message_content(ctx, line, &row, kind, "line") else {
-                    continue;
+                    return;
                 };
                 let found = blocks(content);
                 if found.is_empty() {

@@ -7,7 +7,8 @@ use toolcalls_model::{Checksum, EventBody, Timestamp};
 
 use super::content::message_content;
 use crate::anthropic::{blocks, Block};
-use crate::common::{lines, rfc3339_field, str_field, Ctx, Envelope};
+use crate::common::{rfc3339_field, str_field, Ctx, Envelope};
+use crate::stream::LineReader;
 
 /// Turn state of one conversation stream: the main agent, or one subagent.
 #[derive(Default)]
@@ -30,26 +31,32 @@ struct TurnState {
 ///   subagent (`agentId`) as the announce's agent; their turns are tracked apart from the main one.
 /// - `progress` rows (hook runs, subagent progress, long-running bash output) are not calls: their
 ///   `data` is attached to the call named by `parentToolUseID`, as the attribute `progress` of its
-///   completion (or of its announce when it has no completion in the file).
+///   completion. Claude Code writes them while the call runs, before its result; rows after the
+///   result, or of a call without one, are not attached (an event once read is final, so that a
+///   transcript read as it grows gives what it gives read whole).
 /// - The structured `toolUseResult` of a result row is kept as the completion attribute
 ///   `toolUseResult`; the completion's `result` is the `tool_result` content the model saw.
 /// - Claude Code 2.1+ names the assistant row a result answers (`sourceToolAssistantUUID`); since
 ///   that row holds one call, the completion also carries the call's tool and checksum.
-pub(crate) fn transcript(ctx: &mut Ctx<'_>, input: &[u8]) {
-    let mut turns: HashMap<(String, String), TurnState> = HashMap::new();
-    let mut announced: HashSet<(String, String)> = HashSet::new();
-    let mut completed: HashSet<(String, String)> = HashSet::new();
-    let mut progress: Vec<(String, String, Value)> = Vec::new();
-    // Tool calls by the uuid of the assistant row that holds them, for `sourceToolAssistantUUID`.
-    let mut calls_of_row: HashMap<String, Vec<(String, Option<Checksum>)>> = HashMap::new();
+#[derive(Default)]
+pub(crate) struct Transcript {
+    turns: HashMap<(String, String), TurnState>,
+    announced: HashSet<(String, String)>,
+    completed: HashSet<(String, String)>,
+    /// Progress rows by (session, tool id), until the call's result.
+    progress: HashMap<(String, String), Vec<Value>>,
+    /// Tool calls by the uuid of the assistant row that holds them, for `sourceToolAssistantUUID`.
+    calls_of_row: HashMap<String, Vec<(String, Option<Checksum>)>>,
+}
 
-    for (line, bytes) in lines(input) {
+impl LineReader for Transcript {
+    fn line(&mut self, ctx: &mut Ctx, line: usize, bytes: &[u8]) {
         let Some(row) = ctx.json_object_line(line, bytes, "a Claude Code transcript row") else {
-            continue;
+            return;
         };
         let Some(kind) = row.get("type").and_then(Value::as_str) else {
             ctx.error(line, "row has no `type`; is this a Claude Code transcript? try --format claude-code-stream or claude-code-hooks");
-            continue;
+            return;
         };
         let time = ctx.clock.at(line - 1, rfc3339_field(&row, "timestamp"));
         let session = str_field(&row, "sessionId")
@@ -65,9 +72,9 @@ pub(crate) fn transcript(ctx: &mut Ctx<'_>, input: &[u8]) {
         match kind {
             "assistant" => {
                 let Some(content) = message_content(ctx, line, &row, kind, "row") else {
-                    continue;
+                    return;
                 };
-                let turn = turns.get(&stream_key).and_then(|t| t.turn.clone());
+                let turn = self.turns.get(&stream_key).and_then(|t| t.turn.clone());
                 let mut any = false;
                 for b in blocks(content) {
                     let Block::Call(call) = b else {
@@ -78,7 +85,7 @@ pub(crate) fn transcript(ctx: &mut Ctx<'_>, input: &[u8]) {
                         continue;
                     };
                     if let Some(id) = &call.id {
-                        if !announced.insert((session.clone(), id.clone())) {
+                        if !self.announced.insert((session.clone(), id.clone())) {
                             // The same block written twice (streaming rewrites); one call.
                             ctx.skip();
                             continue;
@@ -95,7 +102,7 @@ pub(crate) fn transcript(ctx: &mut Ctx<'_>, input: &[u8]) {
                     if let EventBody::Announce(a) = &mut ctx.events_mut()[i].body {
                         a.agent.clone_from(&agent);
                         if let Some(uuid) = str_field(&row, "uuid") {
-                            calls_of_row
+                            self.calls_of_row
                                 .entry(uuid.to_owned())
                                 .or_default()
                                 .push((name.to_owned(), a.checksum.clone()));
@@ -108,13 +115,13 @@ pub(crate) fn transcript(ctx: &mut Ctx<'_>, input: &[u8]) {
             }
             "user" => {
                 let Some(content) = message_content(ctx, line, &row, kind, "row") else {
-                    continue;
+                    return;
                 };
-                let state = turns.entry(stream_key).or_default();
+                let state = self.turns.entry(stream_key).or_default();
                 let found = blocks(content);
                 if found.is_empty() {
                     user_text(ctx, &row, content, &session, state, time);
-                    continue;
+                    return;
                 }
                 let single = found.len() == 1;
                 for b in found {
@@ -122,7 +129,7 @@ pub(crate) fn transcript(ctx: &mut Ctx<'_>, input: &[u8]) {
                         continue;
                     };
                     if let Some(id) = &result.id {
-                        if !completed.insert((session.clone(), id.clone())) {
+                        if !self.completed.insert((session.clone(), id.clone())) {
                             ctx.skip();
                             continue;
                         }
@@ -131,6 +138,11 @@ pub(crate) fn transcript(ctx: &mut Ctx<'_>, input: &[u8]) {
                     if single {
                         if let Some(r) = row.get("toolUseResult") {
                             attributes.insert("toolUseResult".into(), r.clone());
+                        }
+                    }
+                    if let Some(id) = &result.id {
+                        if let Some(data) = self.progress.remove(&(session.clone(), id.clone())) {
+                            attributes.insert("progress".into(), Value::Array(data));
                         }
                     }
                     let env = Envelope {
@@ -147,7 +159,7 @@ pub(crate) fn transcript(ctx: &mut Ctx<'_>, input: &[u8]) {
                     // ids are missing). Older versions only chain rows with `parentUuid`, which is
                     // wrong for parallel calls, so it is not used.
                     let source = str_field(&row, "sourceToolAssistantUUID")
-                        .and_then(|u| calls_of_row.get(u));
+                        .and_then(|u| self.calls_of_row.get(u));
                     if let (true, Some([(tool, checksum)])) = (single, source.map(Vec::as_slice)) {
                         c.tool = Some(tool.clone());
                         c.checksum.clone_from(checksum);
@@ -159,20 +171,21 @@ pub(crate) fn transcript(ctx: &mut Ctx<'_>, input: &[u8]) {
                 let tool_id =
                     str_field(&row, "parentToolUseID").or_else(|| str_field(&row, "toolUseID"));
                 if let (Some(tool_id), Some(data)) = (tool_id, row.get("data")) {
-                    progress.push((session, tool_id.to_owned(), data.clone()));
+                    self.progress
+                        .entry((session, tool_id.to_owned()))
+                        .or_default()
+                        .push(data.clone());
                 }
                 ctx.skip();
             }
             _ => ctx.skip(),
         }
     }
-
-    attach_progress(ctx, progress);
 }
 
 /// A `user` row without tool results: the user's prompt, an interruption marker, or bookkeeping.
 fn user_text(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut Ctx,
     row: &Value,
     content: &Value,
     session: &str,
@@ -230,40 +243,6 @@ fn user_text(
     let uuid = str_field(row, "uuid").map(str::to_owned);
     state.turn = Some(uuid.unwrap_or_else(|| format!("t{}", time.millis())));
     state.aborted = false;
-}
-
-/// Puts each progress row's `data` on its call: the completion when there is one, else the
-/// announce. Rows whose tool id names no call of the file (session hooks) stay counted as skipped.
-fn attach_progress(ctx: &mut Ctx<'_>, progress: Vec<(String, String, Value)>) {
-    if progress.is_empty() {
-        return;
-    }
-    let mut target: HashMap<(String, String), usize> = HashMap::new();
-    for (i, e) in ctx.events_mut().iter().enumerate() {
-        let Some(id) = &e.call_id else { continue };
-        let key = (e.session.0.clone(), id.0.clone());
-        match e.body {
-            EventBody::Completion(_) => {
-                target.insert(key, i);
-            }
-            EventBody::Announce(_) => {
-                target.entry(key).or_insert(i);
-            }
-            _ => {}
-        }
-    }
-    let events = ctx.events_mut();
-    for (session, id, data) in progress {
-        if let Some(&i) = target.get(&(session, id)) {
-            let attrs = events[i].attributes.get_or_insert_with(Map::new);
-            let list = attrs
-                .entry("progress")
-                .or_insert_with(|| Value::Array(Vec::new()));
-            if let Value::Array(items) = list {
-                items.push(data);
-            }
-        }
-    }
 }
 
 #[cfg(test)]

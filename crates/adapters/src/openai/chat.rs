@@ -34,7 +34,7 @@ struct Partial {
 ///   the client did not act on.
 /// - Time: `created` (seconds) of responses and chunks; requests carry none (the clock rule).
 ///   Tool messages carry no error flag, so results are never errors.
-pub(crate) fn chat(ctx: &mut Ctx<'_>, input: &[u8]) {
+pub(crate) fn chat(ctx: &mut Ctx, input: &[u8]) {
     let mut state = Chat::default();
     each_value(ctx, input, |ctx, line, index, v| {
         state.value(ctx, line, index, v)
@@ -51,7 +51,7 @@ struct Chat {
 }
 
 impl Chat {
-    fn value(&mut self, ctx: &mut Ctx<'_>, line: usize, index: usize, v: &Value) {
+    fn value(&mut self, ctx: &mut Ctx, line: usize, index: usize, v: &Value) {
         if !v.is_object() {
             ctx.error(
                 line,
@@ -88,7 +88,7 @@ impl Chat {
         }
     }
 
-    fn chunk(&mut self, ctx: &mut Ctx<'_>, origin: &Origin, v: &Value) {
+    fn chunk(&mut self, ctx: &mut Ctx, origin: &Origin, v: &Value) {
         let response_id = str_field(v, "id").unwrap_or("").to_owned();
         // A new response closes the calls of the previous ones.
         self.flush(ctx, |(r, _)| r != &response_id);
@@ -160,7 +160,7 @@ impl Chat {
     }
 
     /// Emits the assembled calls whose key matches, in order of first appearance.
-    fn flush(&mut self, ctx: &mut Ctx<'_>, which: impl Fn(&(String, u64)) -> bool) {
+    fn flush(&mut self, ctx: &mut Ctx, which: impl Fn(&(String, u64)) -> bool) {
         let (done, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.partials)
             .into_iter()
             .partition(|(k, _)| which(k));
@@ -185,7 +185,7 @@ impl Chat {
         }
     }
 
-    fn response(&mut self, ctx: &mut Ctx<'_>, origin: &Origin, v: &Value) {
+    fn response(&mut self, ctx: &mut Ctx, origin: &Origin, v: &Value) {
         let message = first_choice(v).and_then(|c| c.get("message"));
         let Some(message) = message else {
             ctx.error(
@@ -205,7 +205,7 @@ impl Chat {
         }
     }
 
-    fn request(&mut self, ctx: &mut Ctx<'_>, origin: &Origin, v: &Value) {
+    fn request(&mut self, ctx: &mut Ctx, origin: &Origin, v: &Value) {
         let Some(messages) = v.get("messages").and_then(Value::as_array) else {
             ctx.error(
                 origin.line,
@@ -259,7 +259,7 @@ impl Chat {
     }
 
     /// Emits the call `c` found at `at` (a JSON path) of the value read at `origin`.
-    fn announce_call(&mut self, ctx: &mut Ctx<'_>, origin: &Origin, at: &str, c: &Value) {
+    fn announce_call(&mut self, ctx: &mut Ctx, origin: &Origin, at: &str, c: &Value) {
         let f = c.get("function").unwrap_or(c);
         let Some(name) = str_field(f, "name") else {
             ctx.error_at(

@@ -29,7 +29,7 @@ struct Item {
 /// - Session: the response's `conversation.id` when it has one, else `--session` or the file name.
 /// - Time: `created_at` of the response, then one millisecond per line after it. Outputs carry no
 ///   error flag.
-pub(crate) fn responses(ctx: &mut Ctx<'_>, input: &[u8]) {
+pub(crate) fn responses(ctx: &mut Ctx, input: &[u8]) {
     let mut state = Responses::default();
     each_value(ctx, input, |ctx, line, index, v| {
         state.value(ctx, line, index, v)
@@ -45,7 +45,7 @@ struct Responses {
 }
 
 impl Responses {
-    fn value(&mut self, ctx: &mut Ctx<'_>, line: usize, index: usize, v: &Value) {
+    fn value(&mut self, ctx: &mut Ctx, line: usize, index: usize, v: &Value) {
         if !v.is_object() {
             ctx.error(
                 line,
@@ -101,7 +101,7 @@ impl Responses {
         }
     }
 
-    fn event(&mut self, ctx: &mut Ctx<'_>, line: usize, index: usize, kind: &str, v: &Value) {
+    fn event(&mut self, ctx: &mut Ctx, line: usize, index: usize, kind: &str, v: &Value) {
         let response = v.get("response");
         let created = response.and_then(|r| r.get("created_at")).and_then(seconds);
         let time = ctx.clock.at(
@@ -174,7 +174,7 @@ impl Responses {
         }
     }
 
-    fn output(&mut self, ctx: &mut Ctx<'_>, line: usize, time: Timestamp, response: &Value) {
+    fn output(&mut self, ctx: &mut Ctx, line: usize, time: Timestamp, response: &Value) {
         let Some(items) = response.get("output").and_then(Value::as_array) else {
             return;
         };
@@ -186,7 +186,7 @@ impl Responses {
     /// Emits one item; returns whether it was a call or a result (even if already emitted).
     fn item(
         &mut self,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx,
         line: usize,
         at: &str,
         time: Timestamp,
