@@ -30,6 +30,10 @@ async fn pending_calls_survive_a_broker_stall_longer_than_the_kafka_timeout() {
 }
 
 async fn ride_out_a_stall(guarantee: Guarantee) {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let mut s = settings("stall");
     s.guarantee = guarantee;
     // Every Kafka operation gives up after 2 s: the stall below outlasts it several times over.

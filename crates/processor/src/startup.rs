@@ -226,6 +226,8 @@ async fn boot_and_run(
             give_up: Duration::from_millis(settings.transaction_timeout_ms),
             failpoints,
             metrics: metrics.clone(),
+            unfinished: Default::default(),
+            offsets_in_flight: Default::default(),
         },
         partitions: Partitions::new(
             settings.clone(),

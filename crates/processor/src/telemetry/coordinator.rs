@@ -63,6 +63,17 @@ impl AbortUnconfirmed<'_> {
     }
 }
 
+/// A commit that had timed out went through when it was made again before an abort: the batch
+/// is committed, and the rewind that follows resumes after it.
+pub(crate) struct CommitResumed;
+
+impl CommitResumed {
+    pub fn emit(self, metrics: &Metrics) {
+        tracing::warn!("the commit that timed out went through when made again; the batch is committed, not aborted");
+        metrics.transactions.with_label_values(&["committed"]).inc();
+    }
+}
+
 /// A partition's state is being rebuilt from the changelog.
 pub(crate) struct RestoreStarted {
     pub partition: i32,
