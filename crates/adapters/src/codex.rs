@@ -6,7 +6,7 @@ use serde_json::{json, Map, Value};
 use toolcalls_model::Completion;
 
 use crate::common::{hints, rfc3339_field, str_field, ArgsWire, Ctx, Envelope, IdScope};
-use crate::stream::LineReader;
+use crate::line_reader::LineReader;
 
 /// Codex rollout files (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`).
 ///

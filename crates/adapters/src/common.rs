@@ -220,6 +220,21 @@ impl Ctx {
             }
         }
         distinct_times(&mut events, &mut self.stamped);
+        // The clock rule and the stamping add milliseconds: near the end of time (a --base-time
+        // in 9999) that could pass what RFC 3339 writes, and an event must carry a time it can
+        // write, as its record must.
+        for e in &mut events {
+            e.time = e.time.within_rfc3339();
+            match &mut e.body {
+                EventBody::Completion(c) => {
+                    c.started_at = c.started_at.map(Timestamp::within_rfc3339)
+                }
+                EventBody::ExecutionEnd(x) => {
+                    x.started_at = x.started_at.map(Timestamp::within_rfc3339);
+                }
+                _ => {}
+            }
+        }
         Parsed {
             events,
             errors: std::mem::take(&mut self.errors),
@@ -594,6 +609,32 @@ pub(crate) fn text_of(v: &Value) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn times_near_the_end_of_time_stay_writable() {
+        // Lines without times count on from --base-time: from its last millisecond, beyond what
+        // RFC 3339 writes, unless held there.
+        let exec = [
+            r#"{"type":"thread.started","thread_id":"t"}"#,
+            r#"{"type":"item.started","item":{"id":"item_0","type":"command_execution","command":"ls"}}"#,
+            r#"{"type":"item.completed","item":{"id":"item_0","type":"command_execution","command":"ls","exit_code":0}}"#,
+        ]
+        .join("\n");
+        let opts = Options {
+            base_time: Some(Timestamp::MAX_RFC3339),
+            ..Options::default()
+        };
+        let p = crate::parse(Format::CodexExec, "x.jsonl", exec.as_bytes(), &opts);
+        assert_eq!(p.events.len(), 2);
+        for e in &p.events {
+            assert_eq!(e.time, Timestamp::MAX_RFC3339);
+            assert_eq!(
+                Event::decode(&e.encode()).unwrap(),
+                *e,
+                "reads back as it was"
+            );
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -44,6 +44,7 @@ mod common;
 mod detect;
 mod format;
 mod gemini;
+mod line_reader;
 mod mcp;
 mod openai;
 mod otel;
@@ -70,7 +71,7 @@ pub fn parse(format: Format, name: &str, input: &[u8], opts: &Options) -> Parsed
         | Format::CodexExec
         | Format::Mcp => {
             if let Some(mut reader) = stream::line_reader(format) {
-                stream::read_lines(&mut ctx, input, &mut *reader);
+                line_reader::read_lines(&mut ctx, input, &mut *reader);
             }
         }
         Format::Anthropic => anthropic::parse(&mut ctx, input),

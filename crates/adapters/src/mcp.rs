@@ -6,7 +6,7 @@ use serde_json::Value;
 use toolcalls_model::{Completion, Timestamp};
 
 use crate::common::{id_field, loose_time, str_field, Ctx, Envelope, IdScope};
-use crate::stream::LineReader;
+use crate::line_reader::LineReader;
 
 /// Which side sent a message, as far as the log says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -1,15 +1,8 @@
 //! Files read as they grow: the line formats, one complete line at a time.
 
 use crate::common::{lines, Ctx};
+use crate::line_reader::LineReader;
 use crate::{Format, Options, Parsed};
-
-/// A format read one line at a time, keeping between lines what it must remember (turns, pending
-/// tool names, renamed ids). An event it emits for a line is final: no later line changes it, so
-/// reading a file in pieces gives what reading it whole gives.
-pub(crate) trait LineReader: Send {
-    /// Reads line number `line` (1-based), without its line ending.
-    fn line(&mut self, ctx: &mut Ctx, line: usize, bytes: &[u8]);
-}
 
 /// The reader of `format` when it is a line format.
 pub(crate) fn line_reader(format: Format) -> Option<Box<dyn LineReader>> {
@@ -22,13 +15,6 @@ pub(crate) fn line_reader(format: Format) -> Option<Box<dyn LineReader>> {
         Format::Mcp => Box::<crate::mcp::McpLog>::default(),
         _ => return None,
     })
-}
-
-/// Reads every line of `input`.
-pub(crate) fn read_lines(ctx: &mut Ctx, input: &[u8], reader: &mut dyn LineReader) {
-    for (line, bytes) in lines(input) {
-        reader.line(ctx, line, bytes);
-    }
 }
 
 /// A file of a line format parsed as it grows, so that what is appended costs only its own
@@ -83,11 +69,6 @@ impl Stream {
         }
         self.partial.extend_from_slice(rest);
         self.ctx.take()
-    }
-
-    /// Lines read so far.
-    pub fn lines(&self) -> usize {
-        self.lines
     }
 
     /// `complete` ends with a newline: every line in it is whole.

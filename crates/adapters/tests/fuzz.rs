@@ -3,7 +3,7 @@
 //! `tests/data`) go through `parse` for every `Format`; every event it makes must encode and decode
 //! again unchanged, the events go through the correlation core (`replay`, as `toolcalls local
 //! --format` runs it), and every record must encode to JSON that reads back as the same record.
-//! Nothing may panic.
+//! Nothing may panic, and a line format read in pieces (`Stream`) gives what it gives read whole.
 //!
 //! A bounded run is part of `cargo test`; `TOOLCALLS_FUZZ_SECS=600 scripts/fuzz.sh` is the long
 //! run (the knobs: `crates/model/tests/support/fuzz.rs`).
@@ -13,7 +13,7 @@ mod fuzz;
 
 use std::path::{Path, PathBuf};
 
-use toolcalls_adapters::{parse, Format, Options};
+use toolcalls_adapters::{parse, Format, Options, Parsed, Stream};
 use toolcalls_core::{replay, Config, FinishMode};
 use toolcalls_model::{Event, Timestamp, ToolCallRecord};
 
@@ -100,7 +100,30 @@ fn check_records(records: &[ToolCallRecord]) {
     }
 }
 
+/// A line format read in three pieces gives what it gives read whole.
+fn check_in_pieces(format: Format, name: &str, input: &[u8], opts: &Options) {
+    let Some(mut stream) = Stream::new(format, name, opts) else {
+        return;
+    };
+    let mut whole = input.to_vec();
+    whole.push(b'\n');
+    let (a, b) = (whole.len() / 3, 2 * whole.len() / 3);
+    let mut pieces = Parsed::default();
+    for piece in [&whole[..a], &whole[a..b], &whole[b..]] {
+        let p = stream.push(piece);
+        pieces.events.extend(p.events);
+        pieces.errors.extend(p.errors);
+        pieces.skipped += p.skipped;
+    }
+    assert_eq!(
+        pieces,
+        parse(format, name, &whole, opts),
+        "{format}: read in pieces at {a} and {b}, not as read whole"
+    );
+}
+
 fn check(format: Format, name: &str, input: &[u8], opts: &Options) {
+    check_in_pieces(format, name, input, opts);
     let parsed = parse(format, name, input, opts);
     for error in &parsed.errors {
         let _ = error.to_string();

@@ -31,6 +31,11 @@ impl Timestamp {
             .then_some(Self(ms))
     }
 
+    /// The nearest time RFC 3339 can write: this time within the years 0000–9999.
+    pub fn within_rfc3339(self) -> Self {
+        Self(self.0.clamp(Self::MIN_RFC3339.0, Self::MAX_RFC3339.0))
+    }
+
     pub const fn millis(self) -> i64 {
         self.0
     }

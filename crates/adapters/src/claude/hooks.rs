@@ -6,7 +6,7 @@ use toolcalls_model::{
 };
 
 use crate::common::{hints, loose_time, str_field, Ctx, Envelope};
-use crate::stream::LineReader;
+use crate::line_reader::LineReader;
 
 /// Claude Code hook payloads, one JSON object per line as a logging hook writes them (the hook's
 /// stdin, optionally with a `timestamp` the logger added and the hook's output merged in).

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 use super::content::message_content;
 use crate::anthropic::{blocks, Block};
 use crate::common::{loose_time, str_field, Ctx, Envelope};
-use crate::stream::LineReader;
+use crate::line_reader::LineReader;
 
 /// `claude -p --output-format stream-json [--verbose]` output.
 ///

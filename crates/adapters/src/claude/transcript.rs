@@ -8,7 +8,7 @@ use toolcalls_model::{Checksum, EventBody, Timestamp};
 use super::content::message_content;
 use crate::anthropic::{blocks, Block};
 use crate::common::{rfc3339_field, str_field, Ctx, Envelope};
-use crate::stream::LineReader;
+use crate::line_reader::LineReader;
 
 /// Turn state of one conversation stream: the main agent, or one subagent.
 #[derive(Default)]
