@@ -135,6 +135,26 @@ struct Tracked {
     /// A line format's parse of the file up to the checkpoint's position, which reads on from
     /// there at the next change.
     stream: Option<Stream>,
+    /// When the file was last read (found changed).
+    read_at: Option<Instant>,
+}
+
+/// A stream is kept this long after its file last changed. It holds the adapter's state for the
+/// whole file (ids seen, pending names), and a projects folder keeps every session it ever had:
+/// streams of finished sessions are let go, and a file that changes again after that is read
+/// whole once (its digests keep what was delivered) and streamed on from there.
+const STREAM_IDLE: Duration = Duration::from_secs(300);
+
+/// Lets go of the streams of files that have not changed for [`STREAM_IDLE`].
+fn forget_idle_streams(files: &mut HashMap<PathBuf, Tracked>, now: Instant) {
+    for t in files.values_mut() {
+        if t.stream.is_some()
+            && t.read_at
+                .is_some_and(|at| now.duration_since(at) >= STREAM_IDLE)
+        {
+            t.stream = None;
+        }
+    }
 }
 
 /// A changed file is read again no sooner than this many times the time its last read took.
@@ -191,6 +211,7 @@ impl Follower {
                 self.note_behind(path, stat.size.saturating_sub(t.cp.position));
             }
         }
+        forget_idle_streams(&mut self.files, Instant::now());
         Ok(())
     }
 
@@ -284,6 +305,7 @@ impl Follower {
             match appended(path, &t.cp) {
                 Ok(Some(tail)) => {
                     t.seen = Some(stat);
+                    t.read_at = Some(Instant::now());
                     return self.deliver_appended(path, stat, &tail);
                 }
                 // Rewritten or truncated: read whole below.
@@ -316,6 +338,7 @@ impl Follower {
             }
         };
         t.seen = Some(stat);
+        t.read_at = Some(began);
         let Some(format) = self
             .s
             .format
@@ -564,4 +587,37 @@ fn stop_on_signal() -> Arc<AtomicBool> {
         });
     }
     stop
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_streams_of_files_at_rest_are_let_go() {
+        let opts = Options::default();
+        let stream = || Stream::new(Format::ClaudeCode, "a.jsonl", &opts);
+        let start = Instant::now();
+        let now = start + STREAM_IDLE;
+        let mut files: HashMap<PathBuf, Tracked> = HashMap::new();
+        files.insert(
+            "idle".into(),
+            Tracked {
+                stream: stream(),
+                read_at: Some(start),
+                ..Tracked::default()
+            },
+        );
+        files.insert(
+            "busy".into(),
+            Tracked {
+                stream: stream(),
+                read_at: Some(now - Duration::from_secs(1)),
+                ..Tracked::default()
+            },
+        );
+        forget_idle_streams(&mut files, now);
+        assert!(files[Path::new("idle")].stream.is_none());
+        assert!(files[Path::new("busy")].stream.is_some());
+    }
 }
