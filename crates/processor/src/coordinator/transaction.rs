@@ -271,7 +271,9 @@ fn commit_batch(
     let keep = |call: Unfinished| {
         *unfinished.lock().unwrap_or_else(|e| e.into_inner()) = Some(call);
     };
-    let timed_out = |e: &KafkaError| matches!(e, KafkaError::Transaction(e) if e.is_retriable() && e.code() != RDKafkaErrorCode::Conflict);
+    // Only a call that ran out of time is still under way ("retry call to resume"); any other
+    // error ended it (a fenced producer's among them, which must reach the abort as it is).
+    let timed_out = |e: &KafkaError| matches!(e, KafkaError::Transaction(e) if e.code() == RDKafkaErrorCode::OperationTimedOut);
     // Failpoints count only batches that publish records or dead letters, so a test can place a
     // kill in a batch whose outputs matter downstream.
     let stop = |name: &str| {
@@ -371,6 +373,7 @@ mod tests {
             panic!("the commit should time out against a broker that answers in 2 s");
         };
         assert!(e.is_retriable(), "{e}");
+        assert_eq!(e.code(), RDKafkaErrorCode::OperationTimedOut, "{e}");
         cluster
             .broker_round_trip_time(1, Duration::ZERO)
             .expect("broker back");
