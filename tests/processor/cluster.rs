@@ -90,18 +90,25 @@ pub fn committed_inputs(s: &Settings) -> i64 {
 }
 
 /// Waits (at most `bound`) until the group has committed every one of the `inputs` input
-/// messages.
-pub fn wait_committed(s: &Settings, inputs: usize, bound: Duration) {
+/// messages; on time-out the message ends with the last log lines of each of `running`.
+pub fn wait_committed(s: &Settings, inputs: usize, bound: Duration, running: &[&Proc]) {
     let deadline = Instant::now() + bound;
     loop {
         let done = committed_inputs(s);
         if done == inputs as i64 {
             return;
         }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {bound:?} waiting for every input to be committed: {done} of {inputs}"
-        );
+        if Instant::now() >= deadline {
+            let logs: Vec<String> = running
+                .iter()
+                .enumerate()
+                .map(|(i, p)| format!("instance {i}, its last lines:\n{}", tail(&p.log, 40)))
+                .collect();
+            panic!(
+                "timed out after {bound:?} waiting for every input to be committed: {done} of {inputs}\n{}",
+                logs.join("\n")
+            );
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
 }

@@ -248,7 +248,7 @@ fn kill_9_at_random_moments_loses_nothing() {
         publisher.publish(&s, part);
     }
     assert_eq!(publisher.published, events.len());
-    wait_committed(&s, events.len(), DRAIN);
+    wait_committed(&s, events.len(), DRAIN, &[&procs[0], &procs[1]]);
     let drained = started.elapsed();
     let (copies, held) = check_ledger("kills", seed, &s, &truth, &apart, &[&procs[0], &procs[1]]);
     for (p, id) in procs.iter_mut().zip(ids) {
@@ -360,7 +360,7 @@ fn joins_and_leaves_while_traffic_flows_lose_nothing() {
         publisher.publish(&s, part);
     }
     assert_eq!(publisher.published, events.len());
-    wait_committed(&s, events.len(), DRAIN);
+    wait_committed(&s, events.len(), DRAIN, &[&stable]);
     let page = metrics_page(logged_http_addr(&stable.log).expect("r0's HTTP address"));
     aborted += metric(
         &page,
@@ -516,7 +516,7 @@ fn a_flood_of_large_pending_calls_stays_under_the_byte_cap() {
     let want = expected_phases(&s.core, after.iter().cloned());
     assert!(want.values().all(|p| p == "Succeeded"), "{want:?}");
     Publisher::default().publish(&s, &after);
-    wait_committed(&s, flood + after.len(), WAIT);
+    wait_committed(&s, flood + after.len(), WAIT, &[]);
     assert!(
         node.running(),
         "the processor died after the flood:\n{}",
