@@ -246,6 +246,21 @@ fn newlines(bytes: &[u8]) -> usize {
         .sum()
 }
 
+/// The lines of `bytes`, each with its newline (the last one may have none), found with
+/// `memchr`: a byte-at-a-time search for the newline cost as much as reading the input.
+fn lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = bytes;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = memchr::memchr(b'\n', rest).map_or(rest.len(), |i| i + 1);
+        let (line, tail) = rest.split_at(end);
+        rest = tail;
+        Some(line)
+    })
+}
+
 /// Decodes `chunk` and hands its items to `each` in input order, until `each` says stop.
 /// `names` names the inputs in messages; `strict` makes a bad line's message fatal.
 pub(super) fn each_item<E>(
@@ -261,7 +276,7 @@ pub(super) fn each_item<E>(
             bytes,
         } => {
             let name = &names[usize::from(topic)];
-            for (i, buf) in bytes.split_inclusive(|&b| b == b'\n').enumerate() {
+            for (i, buf) in lines(&bytes).enumerate() {
                 if buf.iter().all(u8::is_ascii_whitespace) {
                     continue; // blank lines separate nothing in JSON lines
                 }
@@ -309,4 +324,18 @@ pub(super) fn each_item<E>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lines;
+
+    #[test]
+    fn lines_keep_their_newlines_and_a_last_line_needs_none() {
+        let split = |b: &'static [u8]| lines(b).collect::<Vec<_>>();
+        assert!(split(b"").is_empty());
+        assert_eq!(split(b"\n"), [&b"\n"[..]]);
+        assert_eq!(split(b"a\n\nb"), [&b"a\n"[..], b"\n", b"b"]);
+        assert_eq!(split(b"a\nb\n"), [&b"a\n"[..], b"b\n"]);
+    }
 }

@@ -31,6 +31,14 @@ impl Out {
         self.records.push((tag, self.bytes.len()));
     }
 
+    /// Empties it for the next chunk, keeping its buffers.
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.records.clear();
+        self.notes.clear();
+        self.events = 0;
+    }
+
     pub fn fatal(&self) -> bool {
         self.notes.iter().any(|n| n.fatal.is_some())
     }

@@ -19,8 +19,10 @@ pub(super) fn run(
 ) -> anyhow::Result<(Summary, Vec<ToolCallRecord>)> {
     let mut worker = Worker::new(setup);
     let mut bad_lines = 0;
+    // One output buffer for every chunk: grown once, not from empty at every chunk.
+    let mut out = Out::default();
     while let Some(chunk) = reader.next_chunk()? {
-        let mut out = Out::default();
+        out.clear();
         let _stopped = each_item(chunk, &setup.names.names, setup.strict, |item| match item {
             Item::Event {
                 tag,
@@ -42,7 +44,7 @@ pub(super) fn run(
         write_chunk(sink, Vec::new(), std::slice::from_mut(&mut out))?;
         progress.tick(worker.summary.events);
     }
-    let mut out = Out::default();
+    out.clear();
     let _stopped = worker.finish(&mut out);
     write_chunk(sink, Vec::new(), std::slice::from_mut(&mut out))?;
     let pending = worker.pending(20);
