@@ -58,14 +58,14 @@ pub fn read(body: &[u8], received: Timestamp) -> Result<Vec<Event>, String> {
     }
     // One payload written over several lines (pretty-printed): the adapter reads lines.
     let compact;
-    let input = if text.contains(&b'\n') {
-        match serde_json::from_slice::<serde_json::Value>(text) {
-            Ok(v) => {
-                compact = serde_json::to_vec(&v).expect("a JSON value serializes");
-                &compact[..]
-            }
-            Err(_) => text,
-        }
+    let input = if text.contains(&b'\n') && toolcalls_adapters::value::parse(text).is_ok() {
+        // Outside strings a newline is whitespace, and inside them JSON escapes it: the payload
+        // on one line, its text otherwise as sent (lone surrogates included).
+        compact = text
+            .iter()
+            .map(|&b| if b == b'\n' || b == b'\r' { b' ' } else { b })
+            .collect::<Vec<u8>>();
+        &compact[..]
     } else {
         text
     };
@@ -107,6 +107,20 @@ mod tests {
         );
         assert!(read(b"not json", at).unwrap_err().contains("not JSON"));
         assert!(read(b" \n", at).unwrap_err().contains("empty"));
+        // A lone surrogate (an output cut in the middle of an emoji) is valid JSON, on one line
+        // or several.
+        let cut = b"{\"session_id\":\"s\",\n \"hook_event_name\":\"PreToolUse\",\"tool_name\":\"Bash\",\n \"tool_input\":{\"command\":\"echo \\ud83d\"},\"tool_use_id\":\"toolu_2\"}";
+        for body in [
+            &cut[..],
+            &cut.iter()
+                .map(|&b| if b == b'\n' { b' ' } else { b })
+                .collect::<Vec<u8>>(),
+        ] {
+            let events = read(body, at).unwrap();
+            assert_eq!(events.len(), 1, "{}", String::from_utf8_lossy(body));
+            let encoded = String::from_utf8(events[0].encode()).unwrap();
+            assert!(encoded.contains("echo \u{fffd}"), "{encoded}");
+        }
         let quiet = br#"{"session_id":"s","hook_event_name":"Notification","message":"hi"}"#;
         assert!(
             read(quiet, at).unwrap().is_empty(),

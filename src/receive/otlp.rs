@@ -25,7 +25,7 @@ pub fn protobuf_to_json_line(body: &[u8]) -> Result<Vec<u8>, String> {
 
 /// An OTLP JSON body (compact or pretty) as one line.
 pub fn json_to_json_line(body: &[u8]) -> Result<Vec<u8>, String> {
-    let doc: Value = serde_json::from_slice(body).map_err(|e| {
+    let doc: Value = toolcalls_adapters::value::parse(body).map_err(|e| {
         format!("the body is not JSON ({e}); expected an OTLP JSON ExportTraceServiceRequest")
     })?;
     if !doc.get("resourceSpans").is_some_and(Value::is_array) {
@@ -236,5 +236,20 @@ mod tests {
         assert!(c.is_error && c.checksum.is_some());
         assert_eq!(c.duration_ms, Some(750));
         assert!(protobuf_to_json_line(b"\xff\xff\xff").is_err());
+    }
+
+    #[test]
+    fn json_bodies_with_lone_surrogates_are_read() {
+        // What the Python SDK's JSON exporter writes for a string holding a lone surrogate.
+        let body = br#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"execute_tool cut \ud83d"}]}]}]}"#;
+        let line = json_to_json_line(body).unwrap();
+        let doc: Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(
+            doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["name"],
+            "execute_tool cut \u{fffd}"
+        );
+        assert!(json_to_json_line(br#"{"resourceSpans":[}"#)
+            .unwrap_err()
+            .contains("not JSON"));
     }
 }

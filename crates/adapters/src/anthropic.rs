@@ -274,7 +274,7 @@ impl State {
                 let args = if s.json.trim().is_empty() {
                     Value::Object(Map::new())
                 } else {
-                    match serde_json::from_str(&s.json) {
+                    match crate::value::parse(s.json.as_bytes()) {
                         Ok(v) => v,
                         Err(e) => {
                             ctx.error(

@@ -181,7 +181,7 @@ fn output_failed(tool: Option<&str>, output: &Value) -> bool {
         }
         _ => return false,
     };
-    if let Ok(Value::Object(o)) = serde_json::from_str::<Value>(text) {
+    if let Ok(Value::Object(o)) = crate::value::parse(text.as_bytes()) {
         if let Some(code) = o
             .get("metadata")
             .and_then(|m| m.get("exit_code"))

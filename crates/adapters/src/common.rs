@@ -158,7 +158,7 @@ impl Ctx {
         if text.is_empty() {
             return None;
         }
-        match serde_json::from_str(text) {
+        match crate::value::parse(text.as_bytes()) {
             Ok(v) => Some(v),
             Err(e) => {
                 self.error(
@@ -186,7 +186,7 @@ impl Ctx {
 
     /// Parses a whole file as one JSON document, reporting where it breaks.
     pub fn json_document(&mut self, input: &[u8]) -> Option<Value> {
-        match serde_json::from_slice::<Value>(input) {
+        match crate::value::parse(input) {
             Ok(v) => Some(v),
             Err(e) => {
                 let line = e.line().max(1);
@@ -457,7 +457,7 @@ pub(crate) fn trim_ascii_start(input: &[u8]) -> &[u8] {
 /// Whether the first line of the input is a complete JSON value.
 fn first_line_is_json(input: &[u8]) -> bool {
     let first = input.split(|&b| b == b'\n').next().unwrap_or(input);
-    serde_json::from_slice::<Value>(first).is_ok()
+    crate::value::parse(first).is_ok()
 }
 
 /// What one line of a server-sent-events stream holds.

@@ -26,7 +26,7 @@ fn detect(path: &str, first: &[u8]) -> Option<Format> {
             Sse::Data(d) => d,
             Sse::Skip => continue,
         };
-        return match serde_json::from_slice::<Value>(data) {
+        return match crate::value::parse(data) {
             Ok(v @ Value::Object(_)) => object(&v).or_else(|| by_name(name)),
             Ok(Value::Array(items)) => items.first().and_then(object).or_else(|| by_name(name)),
             Ok(_) => None,

@@ -52,6 +52,7 @@ mod parsed;
 mod stream;
 #[cfg(test)]
 mod test_support;
+pub mod value;
 
 use toolcalls_model::Event;
 
