@@ -41,7 +41,7 @@ pub(crate) fn replace_lone_surrogates(text: &[u8]) -> Option<Vec<u8>> {
             i = at + 2;
             continue;
         };
-        let paired = match unit {
+        let keep = match unit {
             0xD800..=0xDBFF => {
                 let next = (text.get(at + 6..at + 8) == Some(b"\\u"))
                     .then(|| hex4(text, at + 8))
@@ -55,7 +55,7 @@ pub(crate) fn replace_lone_surrogates(text: &[u8]) -> Option<Vec<u8>> {
             0xDC00..=0xDFFF => false,
             _ => true,
         };
-        if !paired {
+        if !keep {
             let buf = out.get_or_insert_with(|| Vec::with_capacity(text.len()));
             buf.extend_from_slice(&text[copied..at]);
             buf.extend_from_slice(br"\ufffd");
