@@ -224,6 +224,11 @@ impl ProducerCtx {
         .emit(&self.metrics);
     }
 
+    /// Whether the producer was fenced: its transactional id is another producer's now.
+    pub fn is_fenced(&self) -> bool {
+        self.fenced.load(Ordering::Acquire)
+    }
+
     /// Says `error` if it shows the producer fenced.
     pub fn check_fenced(&self, error: &KafkaError) {
         let fenced = match error {

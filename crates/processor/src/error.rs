@@ -46,6 +46,8 @@ pub enum Error {
     Http(#[source] std::io::Error),
     #[error("the runtime stopped: {0}")]
     Stopped(String),
+    #[error("this instance's transactions were fenced: another producer took over transactional id `{transactional_id}` (this instance restarted elsewhere, or another instance has the same --instance-id); stopped without committing")]
+    Fenced { transactional_id: String },
 }
 
 impl Error {
@@ -66,7 +68,8 @@ impl Error {
             | Error::MissingTopic { .. }
             | Error::Restore { .. }
             | Error::Http(_)
-            | Error::Stopped(_) => Disposition::Fatal,
+            | Error::Stopped(_)
+            | Error::Fenced { .. } => Disposition::Fatal,
         }
     }
 }
@@ -140,5 +143,10 @@ mod tests {
             Disposition::Retry
         );
         assert_eq!(Error::Config("x".into()).disposition(), Disposition::Fatal);
+        let fenced = Error::Fenced {
+            transactional_id: "g-i0".into(),
+        };
+        assert_eq!(fenced.disposition(), Disposition::Fatal);
+        assert!(fenced.to_string().contains("fenced") && fenced.to_string().contains("`g-i0`"));
     }
 }

@@ -115,21 +115,15 @@ impl Transactions {
         let give_up = self.give_up;
         let metrics = self.metrics.clone();
         let unfinished = self.unfinished.clone();
-        tokio::task::spawn_blocking(move || -> Result<(), Error> {
-            let _ = producer.context().take_failures();
-            if guarantee == Guarantee::ExactlyOnce {
-                let deadline = Instant::now() + give_up;
-                let pending = unfinished.lock().unwrap_or_else(|e| e.into_inner()).take();
-                let ended = match pending {
-                    Some(call) => finish_call(&producer, call, timeout, deadline, &metrics),
-                    None => Ended::Open,
-                };
-                if ended == Ended::Open {
-                    abort_transaction(&producer, timeout, deadline, &metrics)?;
-                }
-                producer.begin_transaction().map_err(tx_error("begin"))?;
-            }
-            Ok(())
+        tokio::task::spawn_blocking(move || {
+            abort_batch(
+                &producer,
+                guarantee,
+                timeout,
+                give_up,
+                &metrics,
+                &unfinished,
+            )
         })
         .await
         .map_err(|e| Error::Stopped(format!("the abort thread failed: {e}")))?
@@ -142,6 +136,41 @@ impl Transactions {
         let timeout = self.timeout;
         let _ = tokio::task::spawn_blocking(move || wait_delivered(&*producer, timeout)).await;
     }
+}
+
+/// Abandons the open batch (blocking): forgets its delivery failures and, exactly-once, ends the
+/// call left unfinished by a commit, aborts the transaction (retried until `give_up`) and begins
+/// the next one.
+fn abort_batch(
+    producer: &SharedProducer,
+    guarantee: Guarantee,
+    timeout: Duration,
+    give_up: Duration,
+    metrics: &Metrics,
+    unfinished: &Mutex<Option<Unfinished>>,
+) -> Result<(), Error> {
+    let _ = producer.context().take_failures();
+    if guarantee == Guarantee::ExactlyOnce {
+        if producer.context().is_fenced() {
+            // Its calls can only fail now, and an abort may not be answered at all (it waited
+            // out the transaction timeout): stop, saying why.
+            let transactional_id = producer.context().transactional_id.clone();
+            return Err(Error::Fenced {
+                transactional_id: transactional_id.unwrap_or_default(),
+            });
+        }
+        let deadline = Instant::now() + give_up;
+        let pending = unfinished.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let ended = match pending {
+            Some(call) => finish_call(producer, call, timeout, deadline, metrics),
+            None => Ended::Open,
+        };
+        if ended == Ended::Open {
+            abort_transaction(producer, timeout, deadline, metrics)?;
+        }
+        producer.begin_transaction().map_err(tx_error("begin"))?;
+    }
+    Ok(())
 }
 
 /// Commits `offsets` (at-least-once), waiting no longer than `timeout`: a commit that takes longer
@@ -393,6 +422,77 @@ mod tests {
         producer
             .begin_transaction()
             .expect("the next transaction begins");
+    }
+
+    /// A producer fenced in the middle of a transaction is not made to abort it: the broker need
+    /// not answer the abort of a producer it fenced (Tansu does not always), which would keep the
+    /// processor waiting out the transaction timeout before it says why it stops. The broker is
+    /// made slow, so that an abort tried anyway would time out and be retried.
+    #[test]
+    fn a_fenced_producer_stops_at_once_instead_of_aborting() {
+        let cluster = MockCluster::new(1).expect("mock cluster");
+        cluster.create_topic("out", 1, 1).expect("topic");
+        let registry = prometheus::Registry::new();
+        let metrics = Metrics::new(&registry);
+        let watch = Arc::new(toolcalls_producer::BrokerWatch::new(
+            &cluster.bootstrap_servers(),
+            |_| {},
+        ));
+        let old: SharedProducer = Arc::new(
+            ClientConfig::new()
+                .set("bootstrap.servers", cluster.bootstrap_servers())
+                .set("transactional.id", "fenced-test")
+                .create_with_context::<_, ThreadedProducer<ProducerCtx>>(ProducerCtx::new(
+                    metrics.clone(),
+                    watch,
+                    Some("fenced-test".into()),
+                ))
+                .expect("producer"),
+        );
+        init(&old, Duration::from_secs(10)).expect("init");
+        old.send(BaseRecord::to("out").key("k").payload("v"))
+            .map_err(|(e, _)| e)
+            .expect("send");
+        wait_delivered(&*old, Duration::from_secs(10)).expect("delivered");
+
+        // librdkafka's mock cluster does not fence a producer whose id another one takes: the
+        // delivery report that says so is made here, as a real broker's refusal of the produce
+        // request would come.
+        let fenced = KafkaError::MessageProduction(RDKafkaErrorCode::ProducerFenced);
+        old.context().check_fenced(&fenced);
+        assert!(old.context().is_fenced(), "not seen as fenced: {fenced}");
+        cluster
+            .broker_round_trip_time(1, Duration::from_secs(2))
+            .expect("slow broker");
+
+        let unfinished = Mutex::new(Some(Unfinished::Commit));
+        let stopped = abort_batch(
+            &old,
+            Guarantee::ExactlyOnce,
+            Duration::from_millis(500),
+            Duration::from_secs(60),
+            &metrics,
+            &unfinished,
+        )
+        .expect_err("a fenced producer cannot go on");
+        assert!(
+            matches!(&stopped, Error::Fenced { transactional_id } if transactional_id == "fenced-test"),
+            "{stopped}"
+        );
+        assert_eq!(stopped.disposition(), crate::error::Disposition::Fatal);
+        assert_eq!(
+            crate::metrics::sum(&registry, "toolcalls_output_abort_retries_total", &[]),
+            0.0,
+            "no abort was tried"
+        );
+        assert_eq!(
+            crate::metrics::sum(
+                &registry,
+                "toolcalls_output_transactions_total",
+                &[("result", "fenced")]
+            ),
+            1.0
+        );
     }
 
     /// librdkafka's synchronous offset commit waits as long as the coordinator does not answer;
