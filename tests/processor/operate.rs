@@ -286,6 +286,23 @@ async fn a_fenced_producer_is_counted_and_stops_the_processor() {
     produce_events(&s, &announces);
     produce_events(&s, &completions);
     read_at_least(&s.topics.records, completions.len()).await;
+    // The usurper comes once the batch of those records is committed, so that it meets no
+    // transaction under way. (Taking over the id of a producer in the middle of a commit is what
+    // a restart does; Tansu then may answer the old producer's commit and abort with nothing at
+    // all, where Kafka answers that it is fenced.)
+    let inputs = (announces.len() + completions.len()) as i64;
+    let (group, a, c) = (
+        s.group.clone(),
+        s.topics.announce.clone(),
+        s.topics.completion.clone(),
+    );
+    tokio::task::spawn_blocking(move || {
+        wait_until("the batch of the records to be committed", || {
+            committed_total(&group, &a) + committed_total(&group, &c) == inputs
+        })
+    })
+    .await
+    .unwrap();
     assert_eq!(
         sum(
             &registry,
