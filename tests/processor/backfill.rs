@@ -95,18 +95,7 @@ async fn a_backfill_of_sessions_from_different_months_gets_the_phases_of_local_m
         (read_to_end(&s.topics.announce).len() + read_to_end(&s.topics.completion).len()) as i64;
 
     let _running = Proc::spawn(&s, "i0", None);
-    let (group, announce, completion) = (
-        s.group.clone(),
-        s.topics.announce.clone(),
-        s.topics.completion.clone(),
-    );
-    tokio::task::spawn_blocking(move || {
-        wait_until("every input committed", || {
-            committed_total(&group, &announce) + committed_total(&group, &completion) == inputs
-        })
-    })
-    .await
-    .unwrap();
+    wait_inputs_committed(&s, inputs).await;
     let topic = s.topics.records.clone();
     let published: BTreeMap<String, String> =
         tokio::task::spawn_blocking(move || read_to_end(&topic))

@@ -84,11 +84,6 @@ pub fn slices(events: &[Event], n: usize) -> Vec<&[Event]> {
     events.chunks(size.max(1)).collect()
 }
 
-/// Both input topics' committed offsets, summed.
-pub fn committed_inputs(s: &Settings) -> i64 {
-    committed_total(&s.group, &s.topics.announce) + committed_total(&s.group, &s.topics.completion)
-}
-
 /// Waits (at most `bound`) until the group has committed every one of the `inputs` input
 /// messages; on time-out the message ends with the last log lines of each of `running`.
 pub fn wait_committed(s: &Settings, inputs: usize, bound: Duration, running: &[&Proc]) {

@@ -122,18 +122,7 @@ async fn the_audit_accounts_for_held_events() {
     produce_events(&s, &announces);
     produce_events(&s, &completions);
     let mut proc = Proc::spawn(&s, "i0", None);
-    let (group, a, c) = (
-        s.group.clone(),
-        s.topics.announce.clone(),
-        s.topics.completion.clone(),
-    );
-    tokio::task::spawn_blocking(move || {
-        wait_until("every input committed", || {
-            committed_total(&group, &a) + committed_total(&group, &c) == 12
-        })
-    })
-    .await
-    .unwrap();
+    wait_inputs_committed(&s, 12).await;
     assert!(proc.terminate().success(), "the processor exits cleanly");
 
     let args: Vec<String> = [

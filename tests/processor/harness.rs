@@ -661,6 +661,21 @@ pub fn committed_total(group: &str, topic: &str) -> i64 {
     total
 }
 
+/// Both input topics' committed offsets, summed.
+pub fn committed_inputs(s: &Settings) -> i64 {
+    committed_total(&s.group, &s.topics.announce) + committed_total(&s.group, &s.topics.completion)
+}
+
+/// Waits until the group of `s` has committed `inputs` input messages, both topics together.
+pub async fn wait_inputs_committed(s: &Settings, inputs: i64) {
+    let s = s.clone();
+    tokio::task::spawn_blocking(move || {
+        wait_until("every input committed", || committed_inputs(&s) == inputs)
+    })
+    .await
+    .unwrap();
+}
+
 /// Record id → phase of `records`: what a downstream check compares with.
 pub fn phases(records: &[toolcalls_model::ToolCallRecord]) -> BTreeMap<String, String> {
     records

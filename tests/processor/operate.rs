@@ -290,19 +290,7 @@ async fn a_fenced_producer_is_counted_and_stops_the_processor() {
     // transaction under way. (Taking over the id of a producer in the middle of a commit is what
     // a restart does; Tansu then may answer the old producer's commit and abort with nothing at
     // all, where Kafka answers that it is fenced.)
-    let inputs = (announces.len() + completions.len()) as i64;
-    let (group, a, c) = (
-        s.group.clone(),
-        s.topics.announce.clone(),
-        s.topics.completion.clone(),
-    );
-    tokio::task::spawn_blocking(move || {
-        wait_until("the batch of the records to be committed", || {
-            committed_total(&group, &a) + committed_total(&group, &c) == inputs
-        })
-    })
-    .await
-    .unwrap();
+    wait_inputs_committed(&s, (announces.len() + completions.len()) as i64).await;
     assert_eq!(
         sum(
             &registry,

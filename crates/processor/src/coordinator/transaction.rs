@@ -366,6 +366,29 @@ mod tests {
     use rdkafka::producer::{BaseRecord, ThreadedProducer};
     use rdkafka::ClientConfig;
 
+    /// The processor's producer (its context, transactional id `id`) on a mock cluster.
+    fn transactional_producer<C: rdkafka::ClientContext>(
+        cluster: &MockCluster<'_, C>,
+        id: &str,
+        metrics: &Metrics,
+    ) -> SharedProducer {
+        let watch = Arc::new(toolcalls_producer::BrokerWatch::new(
+            &cluster.bootstrap_servers(),
+            |_| {},
+        ));
+        Arc::new(
+            ClientConfig::new()
+                .set("bootstrap.servers", cluster.bootstrap_servers())
+                .set("transactional.id", id)
+                .create_with_context::<_, ThreadedProducer<ProducerCtx>>(ProducerCtx::new(
+                    metrics.clone(),
+                    watch,
+                    Some(id.into()),
+                ))
+                .expect("producer"),
+        )
+    }
+
     /// A commit that timed out is still under way inside librdkafka: an abort is refused however
     /// long the broker has been back, and the commit made again goes through.
     #[test]
@@ -373,21 +396,7 @@ mod tests {
         let cluster = MockCluster::new(1).expect("mock cluster");
         cluster.create_topic("out", 1, 1).expect("topic");
         let metrics = Metrics::new(&prometheus::Registry::new());
-        let watch = Arc::new(toolcalls_producer::BrokerWatch::new(
-            &cluster.bootstrap_servers(),
-            |_| {},
-        ));
-        let producer: SharedProducer = Arc::new(
-            ClientConfig::new()
-                .set("bootstrap.servers", cluster.bootstrap_servers())
-                .set("transactional.id", "resume-test")
-                .create_with_context::<_, ThreadedProducer<ProducerCtx>>(ProducerCtx::new(
-                    metrics.clone(),
-                    watch,
-                    Some("resume-test".into()),
-                ))
-                .expect("producer"),
-        );
+        let producer = transactional_producer(&cluster, "resume-test", &metrics);
         let timeout = Duration::from_millis(500);
         init(&producer, Duration::from_secs(10)).expect("init");
         producer
@@ -434,21 +443,7 @@ mod tests {
         cluster.create_topic("out", 1, 1).expect("topic");
         let registry = prometheus::Registry::new();
         let metrics = Metrics::new(&registry);
-        let watch = Arc::new(toolcalls_producer::BrokerWatch::new(
-            &cluster.bootstrap_servers(),
-            |_| {},
-        ));
-        let old: SharedProducer = Arc::new(
-            ClientConfig::new()
-                .set("bootstrap.servers", cluster.bootstrap_servers())
-                .set("transactional.id", "fenced-test")
-                .create_with_context::<_, ThreadedProducer<ProducerCtx>>(ProducerCtx::new(
-                    metrics.clone(),
-                    watch,
-                    Some("fenced-test".into()),
-                ))
-                .expect("producer"),
-        );
+        let old = transactional_producer(&cluster, "fenced-test", &metrics);
         init(&old, Duration::from_secs(10)).expect("init");
         old.send(BaseRecord::to("out").key("k").payload("v"))
             .map_err(|(e, _)| e)
