@@ -21,6 +21,8 @@ pub(super) enum Chunk {
     Lines {
         topic: u16,
         first_line: usize,
+        /// How many lines `bytes` holds.
+        lines: usize,
         bytes: Vec<u8>,
     },
     /// Events an adapter read from input `topic`, the first of them its event `first`
@@ -31,6 +33,16 @@ pub(super) enum Chunk {
         events: Vec<Event>,
         errors: Vec<String>,
     },
+}
+
+impl Chunk {
+    /// How many items it holds, at most (blank lines are none).
+    pub fn items(&self) -> usize {
+        match self {
+            Chunk::Lines { lines, .. } => *lines,
+            Chunk::Events { events, errors, .. } => events.len() + errors.len(),
+        }
+    }
 }
 
 /// One item of a chunk: an event with where it came from, or a line that is not one. Handed
@@ -230,10 +242,12 @@ fn next_lines(
 /// A chunk of the whole lines in `bytes`, counted on from `lines`.
 fn cut(topic: u16, bytes: Vec<u8>, lines: &mut usize) -> Chunk {
     let first_line = *lines + 1;
-    *lines += newlines(&bytes) + usize::from(bytes.last().is_some_and(|&b| b != b'\n'));
+    let count = newlines(&bytes) + usize::from(bytes.last().is_some_and(|&b| b != b'\n'));
+    *lines += count;
     Chunk::Lines {
         topic,
         first_line,
+        lines: count,
         bytes,
     }
 }
@@ -274,6 +288,7 @@ pub(super) fn each_item<E>(
             topic,
             first_line,
             bytes,
+            ..
         } => {
             let name = &names[usize::from(topic)];
             for (i, buf) in lines(&bytes).enumerate() {

@@ -67,6 +67,10 @@ struct State {
     read_error: Option<anyhow::Error>,
     /// The run ends early (`--strict`, a write error): every thread leaves.
     stop: bool,
+    /// Per thread, outputs the writer has written and emptied, for the thread's next chunks:
+    /// a fresh buffer per chunk cost page faults, and freeing it on the writer's thread costs
+    /// the allocator a cross-thread free.
+    spare: Vec<Vec<Out>>,
 }
 
 struct Shared {
@@ -118,6 +122,7 @@ pub(super) fn run(
             read_all: false,
             read_error: None,
             stop: false,
+            spare: (0..threads).map(|_| Vec::new()).collect(),
         }),
         changed: Condvar::new(),
         threads,
@@ -217,15 +222,13 @@ fn read(mut reader: Reader, shared: &Shared) {
 /// run stopped early.
 fn work(me: usize, shared: &Shared, setup: &Setup) -> Option<Finished> {
     let mut worker = Worker::new(setup);
-    let mut last_len = 0;
+    let mut out = Out::default();
     for k in 0.. {
         let events = match take_share(k, me, shared, setup) {
             Share::Events(events) => events,
             Share::End => break,
             Share::Stop => return None,
         };
-        let mut out = Out::default();
-        out.bytes.reserve(last_len + last_len / 4);
         let mut stopped = false;
         for r in events {
             if worker
@@ -236,11 +239,11 @@ fn work(me: usize, shared: &Shared, setup: &Setup) -> Option<Finished> {
                 break;
             }
         }
-        last_len = out.bytes.len();
         let mut st = shared.lock();
+        let next = st.spare[me].pop().unwrap_or_default();
         let base = st.base;
         let slot = &mut st.slots[(k - base) as usize];
-        slot.outs[me] = Some(out);
+        slot.outs[me] = Some(std::mem::replace(&mut out, next));
         slot.delivered += 1;
         let all = slot.delivered == shared.threads;
         drop(st);
@@ -252,7 +255,7 @@ fn work(me: usize, shared: &Shared, setup: &Setup) -> Option<Finished> {
             return None;
         }
     }
-    let mut out = Out::default();
+    out.clear();
     // A stop is in the notes.
     let _stopped = worker.finish(&mut out);
     let pending = worker.pending(20);
@@ -300,7 +303,9 @@ fn take_share(k: u64, me: usize, shared: &Shared, setup: &Setup) -> Share {
 
 /// A chunk's events split by thread, its bad lines' messages and their number.
 fn decode(chunk: Chunk, setup: &Setup, threads: usize) -> (Vec<Vec<Routed>>, Vec<Note>, u64) {
-    let mut shares: Vec<Vec<Routed>> = (0..threads).map(|_| Vec::new()).collect();
+    // Sessions spread about evenly: a quarter more than an even share rarely grows.
+    let share = chunk.items() / threads + chunk.items() / threads / 4;
+    let mut shares: Vec<Vec<Routed>> = (0..threads).map(|_| Vec::with_capacity(share)).collect();
     let (mut notes, mut bad_lines) = (Vec::new(), 0);
     let names = &setup.names.names;
     let _ = each_item::<Infallible>(chunk, names, setup.strict, |item| {
@@ -372,6 +377,11 @@ fn write(shared: &Shared, sink: &mut dyn Write, progress: &mut Progress) -> anyh
         events += outs.iter().map(|o| o.events).sum::<u64>();
         write_chunk(sink, slot.notes, &mut outs)?;
         progress.tick(events);
+        let mut st = shared.lock();
+        for (spare, mut out) in st.spare.iter_mut().zip(outs) {
+            out.clear();
+            spare.push(out);
+        }
     }
 }
 
