@@ -2,6 +2,7 @@
 //! that rebuilds a correlator from them (docs/ARCHITECTURE.md, Correlation → State and restore).
 //! The values' bytes are `codec`'s.
 
+use super::indexes::IdsFiled;
 use super::window::Held;
 use super::{repeats, scopes, Correlator, RestoreError, META_SEQ, SCOPE_BIT};
 use crate::codec::{decode, encode};
@@ -283,7 +284,7 @@ impl Correlator {
                     let repeat = repeats::of_waiting(&waiting);
                     restored.insert_waiting(seq, waiting, repeat);
                 }
-                Item::Closed(closed) => restored.insert_closed(seq, *closed),
+                Item::Closed(closed) => restored.insert_closed(seq, *closed, &IdsFiled::None),
                 Item::Scope(ix, clocks, idle) => {
                     let topics = restored.config.input_topics;
                     let scope = restored.scopes.get_mut(ix);

@@ -3,6 +3,7 @@
 //! grace, remembered ids expiring), and the state cap (docs/ARCHITECTURE.md, Correlation →
 //! Phases, → Repeats and → Time).
 
+use super::indexes::IdsFiled;
 use super::record::{record_of_call, record_of_waiting};
 use super::repeats;
 use super::rules::Link;
@@ -77,7 +78,7 @@ impl Correlator {
             }
             None => return,
         };
-        let Some(live) = self.remove_live(seq) else {
+        let Some((live, filed)) = self.close_live_call(seq) else {
             return;
         };
         let Live::Call(call) = *live else {
@@ -121,7 +122,7 @@ impl Correlator {
                     })
                 }),
             };
-            self.insert_closed(seq, closed);
+            self.insert_closed(seq, closed, &filed);
         }
         out.records.push(record);
     }
@@ -168,6 +169,7 @@ impl Correlator {
                     repeats: repeat.into_iter().collect(),
                     idem: None,
                 },
+                &IdsFiled::None,
             );
         }
     }

@@ -131,7 +131,9 @@ impl Correlator {
         }
     }
 
-    pub(super) fn insert_closed(&mut self, seq: u64, closed: Closed) {
+    /// Remembers closed entry `seq`, filing its ids but those `filed` says are in place already
+    /// (see [`Correlator::close_live_call`]).
+    pub(super) fn insert_closed(&mut self, seq: u64, closed: Closed, filed: &IdsFiled) {
         let ix = closed.scope;
         let scope = self.scopes.get_mut(ix);
         scope.refs += 1;
@@ -150,12 +152,47 @@ impl Correlator {
         };
         let scope = self.scopes.get_mut(ix);
         for (i, id) in closed.ids.iter().enumerate() {
-            file_id(scope, entries, hs, id.as_str(), seq, IdSlot::of_closed(i));
+            if !filed.has(i) {
+                file_id(scope, entries, hs, id.as_str(), seq, IdSlot::of_closed(i));
+            }
         }
+    }
+
+    /// Takes a pending call with an id out of every index but the id tables, to be remembered
+    /// as a closed call under the same number at once: its ids — first its own, then its
+    /// aliases, as [`Closed::ids`] lists them — keep naming it where they do, instead of being
+    /// taken out and filed again (the churn made the id tables rehash, reading every key). The
+    /// ids that name another entry by now are left out of the returned [`IdsFiled`], so that
+    /// filing the closed call treats them as it always does.
+    pub(super) fn close_live_call(&mut self, seq: u64) -> Option<(Box<Live>, IdsFiled)> {
+        let filed = match self.entries.live(seq)? {
+            Live::Call(call) if call.has_id => {
+                let scope = self.scopes.get(call.scope);
+                let hs = &self.hs;
+                let primary = call.call_id().into_iter().map(|id| (id, IdSlot::Primary));
+                let aliases = call.aliases().iter().map(|id| (id.as_str(), IdSlot::Alias));
+                let missing: Vec<usize> = primary
+                    .chain(aliases)
+                    .enumerate()
+                    .filter(|&(_, (id, slot))| !names(scope, hs, id, seq, slot))
+                    .map(|(i, _)| i)
+                    .collect();
+                IdsFiled::AllBut(missing)
+            }
+            _ => IdsFiled::None,
+        };
+        let keep = matches!(filed, IdsFiled::AllBut(_));
+        self.take_live(seq, keep).map(|live| (live, filed))
     }
 
     /// Takes a live entry out of every index.
     pub(super) fn remove_live(&mut self, seq: u64) -> Option<Box<Live>> {
+        self.take_live(seq, false)
+    }
+
+    /// Takes a live entry out of every index, or — `keep_ids`, for a call only — every index
+    /// but the id tables.
+    fn take_live(&mut self, seq: u64, keep_ids: bool) -> Option<Box<Live>> {
         let live = self.entries.live.remove(&seq)?;
         let hs = &self.hs;
         self.pending_bytes -= live_bytes(&live);
@@ -172,11 +209,13 @@ impl Correlator {
                 if let Some(digest) = &call.checksum {
                     remove_checksum(scope, hs, digest, seq);
                 }
-                if let Some(id) = call.call_id() {
-                    release_id(scope, hs, id, seq, IdSlot::Primary);
-                }
-                for id in call.aliases() {
-                    release_id(scope, hs, id.as_str(), seq, IdSlot::Alias);
+                if !keep_ids {
+                    if let Some(id) = call.call_id() {
+                        release_id(scope, hs, id, seq, IdSlot::Primary);
+                    }
+                    for id in call.aliases() {
+                        release_id(scope, hs, id.as_str(), seq, IdSlot::Alias);
+                    }
                 }
                 if let Some(key) = call.idempotency_key() {
                     if scope.idem.get(key) == Some(&seq) {
@@ -248,6 +287,31 @@ where
         None => {
             map.insert(key.to_owned(), seq);
         }
+    }
+}
+
+/// Which ids of a closed call are filed already as it is remembered: none (a call taken out of
+/// every index, or restored), or all but those at the listed places of [`Closed::ids`].
+pub(super) enum IdsFiled {
+    None,
+    AllBut(Vec<usize>),
+}
+
+impl IdsFiled {
+    fn has(&self, i: usize) -> bool {
+        match self {
+            IdsFiled::None => false,
+            IdsFiled::AllBut(missing) => !missing.contains(&i),
+        }
+    }
+}
+
+/// Whether `id` names entry `seq` in `slot`'s table of `scope` (compared by number: the entry
+/// may be on its way out of [`Entries`]).
+fn names(scope: &Scope, hs: &Hasher, id: &str, seq: u64, slot: IdSlot) -> bool {
+    match slot {
+        IdSlot::Primary => scope.ids.find(hs.hash_one(id), |&s| s == seq).is_some(),
+        IdSlot::Alias => scope.aliases.get(id) == Some(&seq),
     }
 }
 
