@@ -28,6 +28,11 @@ use toolcalls_processor::core_settings::CoreArgs;
 use toolcalls_processor::redact_settings::RedactArgs;
 use worker::{InputNames, Setup};
 
+/// The output's buffer: smaller than what a chunk of input makes (its records go to the file at
+/// once, not copied through the buffer), large enough to gather the short runs of records that
+/// `--threads N` writes as it merges the threads' outputs back into line order.
+const SINK_BUFFER: usize = 64 << 10;
+
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Input files (JSON lines); none or `-` reads standard input
@@ -135,12 +140,15 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
 
     let mut sink: Box<dyn Write> = match &out {
         Some(path) => Box::new(BufWriter::with_capacity(
-            1 << 20,
+            SINK_BUFFER,
             std::fs::File::create(path).with_context(|| {
                 format!("cannot create {}; check the --out path", path.display())
             })?,
         )),
-        None => Box::new(BufWriter::with_capacity(1 << 20, std::io::stdout().lock())),
+        None => Box::new(BufWriter::with_capacity(
+            SINK_BUFFER,
+            std::io::stdout().lock(),
+        )),
     };
     let inputs: Vec<Option<PathBuf>> = if args.files.is_empty() {
         vec![None]
