@@ -302,6 +302,23 @@ fn restore_rejects_foreign_changelogs_with_a_clear_error() {
         .to_string();
     assert!(e.contains("changelog entry `7`"), "{e}");
     assert!(Correlator::restore(config(), [("k/x", b"{}".to_vec())]).is_err());
+    // Entry numbers this program writes stay below 2^62 (the id tables mark closed calls with that
+    // bit): a key at or past it is refused as foreign, not read as another entry.
+    for key in [
+        "4611686018427387904",
+        "s4611686018427387904",
+        "18446744073709551615",
+    ] {
+        let e = Correlator::restore(config(), [(key, b"{}".to_vec())])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is not a state key"), "{key}: {e}");
+        assert_eq!(Correlator::changelog_key_seq(key), None, "{key}");
+    }
+    assert_eq!(
+        Correlator::changelog_key_seq("4611686018427387903"),
+        Some((1 << 62) - 1)
+    );
 }
 
 #[test]

@@ -95,11 +95,21 @@ impl Entries {
     /// The id an entry is filed under in its scope's `ids` table: a call's or waiting result's own
     /// id, a closed call's first id.
     pub(super) fn primary_id(&self, seq: u64) -> Option<&str> {
-        match self.live(seq) {
-            Some(Live::Call(call)) => call.call_id(),
-            Some(Live::Waiting(waiting)) => waiting.call_id(),
-            None => self.closed.get(&seq)?.ids.first().map(CallId::as_str),
+        self.live_primary_id(seq)
+            .or_else(|| self.closed_primary_id(seq))
+    }
+
+    /// [`primary_id`](Self::primary_id) of a pending entry.
+    pub(super) fn live_primary_id(&self, seq: u64) -> Option<&str> {
+        match self.live(seq)? {
+            Live::Call(call) => call.call_id(),
+            Live::Waiting(waiting) => waiting.call_id(),
         }
+    }
+
+    /// [`primary_id`](Self::primary_id) of a remembered closed call.
+    pub(super) fn closed_primary_id(&self, seq: u64) -> Option<&str> {
+        self.closed.get(&seq)?.ids.first().map(CallId::as_str)
     }
 
     pub(super) fn record_id(&self, seq: u64) -> Option<RecordId> {

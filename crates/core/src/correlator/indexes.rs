@@ -86,10 +86,17 @@ impl Correlator {
             insert_checksum(scope, entries, hs, digest, seq);
         }
         if let Some(id) = call.call_id() {
-            file_id(scope, entries, hs, id, seq, IdSlot::Primary);
+            file_id(scope, entries, hs, id, Filed::live(seq), IdSlot::Primary);
         }
         for id in call.aliases() {
-            file_id(scope, entries, hs, id.as_str(), seq, IdSlot::Alias);
+            file_id(
+                scope,
+                entries,
+                hs,
+                id.as_str(),
+                Filed::live(seq),
+                IdSlot::Alias,
+            );
         }
     }
 
@@ -124,7 +131,7 @@ impl Correlator {
                     entries,
                     hs,
                     id,
-                    seq,
+                    Filed::live(seq),
                     IdSlot::Primary,
                 );
             }
@@ -153,7 +160,8 @@ impl Correlator {
         let scope = self.scopes.get_mut(ix);
         for (i, id) in closed.ids.iter().enumerate() {
             if !filed.has(i) {
-                file_id(scope, entries, hs, id.as_str(), seq, IdSlot::of_closed(i));
+                let at = Filed::closed(seq);
+                file_id(scope, entries, hs, id.as_str(), at, IdSlot::of_closed(i));
             }
         }
     }
@@ -167,14 +175,14 @@ impl Correlator {
     pub(super) fn close_live_call(&mut self, seq: u64) -> Option<(Box<Live>, IdsFiled)> {
         let filed = match self.entries.live(seq)? {
             Live::Call(call) if call.has_id => {
-                let scope = self.scopes.get(call.scope);
+                let scope = self.scopes.get_mut(call.scope);
                 let hs = &self.hs;
                 let primary = call.call_id().into_iter().map(|id| (id, IdSlot::Primary));
                 let aliases = call.aliases().iter().map(|id| (id.as_str(), IdSlot::Alias));
                 let missing: Vec<usize> = primary
                     .chain(aliases)
                     .enumerate()
-                    .filter(|&(_, (id, slot))| !names(scope, hs, id, seq, slot))
+                    .filter(|&(_, (id, slot))| !keep_for_closed(scope, hs, id, seq, slot))
                     .map(|(i, _)| i)
                     .collect();
                 IdsFiled::AllBut(missing)
@@ -306,11 +314,16 @@ impl IdsFiled {
     }
 }
 
-/// Whether `id` names entry `seq` in `slot`'s table of `scope` (compared by number: the entry
-/// may be on its way out of [`Entries`]).
-fn names(scope: &Scope, hs: &Hasher, id: &str, seq: u64, slot: IdSlot) -> bool {
+/// Whether `id` names pending call `seq` in `slot`'s table of `scope`; if so, it names the
+/// closed call `seq` from now on (which must be remembered before the table is touched again).
+fn keep_for_closed(scope: &mut Scope, hs: &Hasher, id: &str, seq: u64, slot: IdSlot) -> bool {
     match slot {
-        IdSlot::Primary => scope.ids.find(hs.hash_one(id), |&s| s == seq).is_some(),
+        IdSlot::Primary => {
+            let held = scope
+                .ids
+                .find_mut(hs.hash_one(id), |&at| at == Filed::live(seq));
+            held.map(|at| *at = Filed::closed(seq)).is_some()
+        }
         IdSlot::Alias => scope.aliases.get(id) == Some(&seq),
     }
 }
@@ -335,53 +348,92 @@ impl IdSlot {
     }
 }
 
+/// How the `ids` table of a scope files an entry: its sequence number, with [`Filed::CLOSED`] set
+/// for a remembered closed call, so that reading its key — on every probe and rehash — looks in
+/// the one map that holds it. Sequence numbers stay below [`SEQ_LIMIT`](super::SEQ_LIMIT).
+pub(super) struct Filed;
+
+impl Filed {
+    const CLOSED: u64 = super::SEQ_LIMIT;
+
+    fn live(seq: u64) -> u64 {
+        seq
+    }
+
+    fn closed(seq: u64) -> u64 {
+        seq | Self::CLOSED
+    }
+
+    fn seq(at: u64) -> u64 {
+        at & !Self::CLOSED
+    }
+
+    /// The id an entry is filed under in the `ids` table.
+    fn key(entries: &Entries, at: u64) -> Option<&str> {
+        if at & Self::CLOSED != 0 {
+            entries.closed_primary_id(Self::seq(at))
+        } else {
+            entries.live_primary_id(at)
+        }
+    }
+}
+
 /// The entry of `scope` that call id `id` names.
 pub(super) fn id_holder(scope: &Scope, entries: &Entries, hs: &Hasher, id: &str) -> Option<u64> {
     scope
         .ids
-        .find(hs.hash_one(id), |&s| entries.primary_id(s) == Some(id))
-        .or_else(|| scope.aliases.get(id))
-        .copied()
+        .find(hs.hash_one(id), |&at| Filed::key(entries, at) == Some(id))
+        .map(|&at| Filed::seq(at))
+        .or_else(|| scope.aliases.get(id).copied())
 }
 
-fn id_hash(entries: &Entries, hs: &Hasher, seq: u64) -> u64 {
-    let id = entries.primary_id(seq);
+fn id_hash(entries: &Entries, hs: &Hasher, at: u64) -> u64 {
+    let id = Filed::key(entries, at);
     debug_assert!(id.is_some(), "an entry filed by id has one");
     hs.hash_one(id.unwrap_or_default())
 }
 
 /// Files id `id` of entry `seq` (already in `entries`) as the entry is inserted, new or restored:
 /// an id held by a newer entry stays there (see [`claim`]).
-fn file_id(scope: &mut Scope, entries: &Entries, hs: &Hasher, id: &str, seq: u64, slot: IdSlot) {
-    point_id(scope, entries, hs, id, seq, slot, true);
+fn file_id(scope: &mut Scope, entries: &Entries, hs: &Hasher, id: &str, at: u64, slot: IdSlot) {
+    point_id(scope, entries, hs, id, at, slot, true);
 }
 
 /// Makes alias `id` name entry `seq` (already in `entries`), whichever entry it named before: a
 /// retry collapsed into the call, or the id of a waiting result the call took over.
 pub(super) fn take_id(scope: &mut Scope, entries: &Entries, hs: &Hasher, id: &str, seq: u64) {
-    point_id(scope, entries, hs, id, seq, IdSlot::Alias, false);
+    point_id(
+        scope,
+        entries,
+        hs,
+        id,
+        Filed::live(seq),
+        IdSlot::Alias,
+        false,
+    );
 }
 
-/// Makes `id` name entry `seq`, filed in `slot`'s table: out of whichever table held it before,
-/// unless it names `seq` there already or — with `newer_keeps` — a newer entry. Used through
-/// [`file_id`] (`newer_keeps`) and [`take_id`].
+/// Makes `id` name entry `at` (as [`Filed`] numbers it), filed in `slot`'s table: out of
+/// whichever table held it before, unless it names that entry there already or — with
+/// `newer_keeps` — a newer entry. Used through [`file_id`] (`newer_keeps`) and [`take_id`].
 fn point_id(
     scope: &mut Scope,
     entries: &Entries,
     hs: &Hasher,
     id: &str,
-    seq: u64,
+    at: u64,
     slot: IdSlot,
     newer_keeps: bool,
 ) {
+    let seq = Filed::seq(at);
     let primary = slot == IdSlot::Primary;
     let h = hs.hash_one(id);
     match scope
         .ids
-        .find_entry(h, |&s| entries.primary_id(s) == Some(id))
+        .find_entry(h, |&at| Filed::key(entries, at) == Some(id))
     {
         Ok(found) => {
-            let held = *found.get();
+            let held = Filed::seq(*found.get());
             if (newer_keeps && held > seq) || (held == seq && primary) {
                 return;
             }
@@ -399,7 +451,7 @@ fn point_id(
     if primary {
         scope
             .ids
-            .insert_unique(h, seq, |&s| id_hash(entries, hs, s));
+            .insert_unique(h, at, |&at| id_hash(entries, hs, at));
     } else {
         scope.aliases.insert(id.into(), seq);
     }
@@ -409,7 +461,8 @@ fn point_id(
 /// [`Entries`]: its place in `ids` is found by sequence number.
 fn release_id(scope: &mut Scope, hs: &Hasher, id: &str, seq: u64, slot: IdSlot) {
     if slot == IdSlot::Primary {
-        if let Ok(held) = scope.ids.find_entry(hs.hash_one(id), |&s| s == seq) {
+        let h = hs.hash_one(id);
+        if let Ok(held) = scope.ids.find_entry(h, |&at| Filed::seq(at) == seq) {
             held.remove();
             return;
         }

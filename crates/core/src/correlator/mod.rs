@@ -66,6 +66,10 @@ use toolcalls_model::{CallId, Event, EventBody, HookDecisionEntry, Json, Timesta
 const META_SEQ: u64 = u64::MAX;
 /// Marks a scope's number in the dirty set (numbers stay far below it).
 const SCOPE_BIT: u64 = 1 << 63;
+/// Entry numbers stay below it (at ten million entries a second, for 14,000 years); the bit
+/// marks closed calls in the id tables (`indexes::Filed`), and a changelog key at or above it
+/// is not one this program writes.
+const SEQ_LIMIT: u64 = 1 << 62;
 
 /// The correlation state of one input partition. The rules it follows: docs/ARCHITECTURE.md,
 /// Correlation → Rules.
