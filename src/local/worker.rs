@@ -7,7 +7,7 @@ use super::summary::Summary;
 use toolcalls_core::{Config, Correlator, Effects, FinishMode, Outcome, Position};
 use toolcalls_model::record::{FileEvents, FileLines, Origin};
 use toolcalls_model::redact::Redaction;
-use toolcalls_model::{Event, Phase, Timestamp, ToolCallRecord};
+use toolcalls_model::{Event, Phase, ToolCallRecord};
 
 /// The tag of what the end of the input makes.
 pub(super) const END_TAG: u32 = 0;
@@ -102,9 +102,7 @@ impl<'a> Worker<'a> {
         self.correlator.release_all(&mut self.effects);
         self.account_released(END_TAG, out)?;
         match self.setup.at_end {
-            FinishMode::Deadlines => self
-                .correlator
-                .advance(Timestamp::from_millis(i64::MAX), &mut self.effects),
+            FinishMode::Deadlines => self.correlator.end_of_input(&mut self.effects),
             FinishMode::Interrupt => {
                 self.correlator
                     .close_all(Phase::Interrupted, "input ended", &mut self.effects)

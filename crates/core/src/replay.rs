@@ -1,7 +1,7 @@
 //! Running the core over a finite input (the embedded mode, tests and benchmarks).
 
 use crate::{Config, Correlator, Effects, Outcome, Position};
-use toolcalls_model::{Event, Phase, Timestamp, ToolCallRecord};
+use toolcalls_model::{Event, Phase, ToolCallRecord};
 
 /// How calls still pending at the end of a finite input are closed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -51,7 +51,7 @@ pub fn replay(
     settle(&mut outcomes, &mut out);
     let mut pending = Vec::new();
     match finish {
-        FinishMode::Deadlines => c.advance(Timestamp::from_millis(i64::MAX), &mut out),
+        FinishMode::Deadlines => c.end_of_input(&mut out),
         FinishMode::Interrupt => c.close_all(Phase::Interrupted, "input ended", &mut out),
         FinishMode::Keep => pending = c.pending_views().collect(),
     }

@@ -5,7 +5,8 @@
 //! (b) every input event is accounted for — merged into a record, or refused/late with a reason;
 //! (c) with ids present, any interleaving of announces and completions gives the same records;
 //! (d) restoring from the changelog at any point and continuing gives the same records as never
-//!     stopping.
+//!     stopping;
+//! (e) the end of the input publishes what moving stream time to the end of time does.
 //!
 //! Each property runs at least 1,000 cases (more with `PROPTEST_CASES`).
 
@@ -418,6 +419,37 @@ proptest! {
             records
         };
         prop_assert_eq!(by_session(out.records), by_session(never_out.records));
+    }
+
+    /// (e) The end of the input publishes what moving stream time to the end of time does, in the
+    /// same order, though it leaves remembered calls remembered instead of forgetting each.
+    #[test]
+    fn e_end_of_input_closes_as_the_end_of_time_does(
+        calls in prop::collection::vec(call_spec(false), 0..25),
+        flips in prop::collection::vec(any::<bool>(), 0..80),
+        tight_deadlines in any::<bool>(),
+        window in prop_oneof![Just(0u64), 1u64..300],
+    ) {
+        let (a, b) = streams(&calls, true);
+        let events = interleave(a, b, &flips);
+        let mut config = if tight_deadlines { tight() } else { loose() };
+        config.max_disorder_ms = window;
+        let run = |end: fn(&mut Correlator, &mut Effects)| {
+            let mut c = Correlator::new(config.clone());
+            let mut out = Effects::default();
+            for (i, e) in events.iter().cloned().enumerate() {
+                c.apply(e, Position::new(0, i as i64), &mut out);
+                if i % 7 == 3 { c.advance(e_time(&events, i), &mut out); }
+            }
+            c.release_all(&mut out);
+            let before = out.records.len();
+            end(&mut c, &mut out);
+            let released: Vec<_> = out.released.iter().map(|r| (r.pos, r.outcome)).collect();
+            (out.records, before, released, c.pending_views().count())
+        };
+        let ended = run(|c, out| c.end_of_input(out));
+        let advanced = run(|c, out| c.advance(Timestamp::from_millis(i64::MAX), out));
+        prop_assert_eq!(ended, advanced);
     }
 }
 

@@ -184,7 +184,7 @@ impl Correlator {
             Some(Live::Call(call)) => Some(call.cause),
             Some(Live::Waiting(_)) => None,
             None => {
-                if self.entries.closed.contains_key(&seq) {
+                if !self.ended && self.entries.closed.contains_key(&seq) {
                     self.expire_closed(seq);
                 }
                 return;

@@ -119,6 +119,8 @@ pub struct Correlator {
     /// The estimate of [`live_bytes`] summed over the pending entries.
     pending_bytes: usize,
     pending_calls: usize,
+    /// Set by [`Correlator::end_of_input`]: no event comes any more.
+    ended: bool,
 }
 
 /// A changelog that cannot be restored.
@@ -172,6 +174,7 @@ impl Correlator {
             window: window::Window::default(),
             pending_bytes: 0,
             pending_calls: 0,
+            ended: false,
         }
     }
 
@@ -269,6 +272,17 @@ impl Correlator {
         self.fire_blocked(out);
         self.check_idle(out);
         self.sweep_scopes();
+    }
+
+    /// The input has ended for good (local mode, replays): fires every deadline as moving stream
+    /// time to the end of time does — each pending call closes as its deadline's cause says,
+    /// each waiting result as `Orphaned`, in the same order — but leaves the remembered closed
+    /// calls remembered instead of forgetting them one by one: no event can come to find them.
+    /// Afterwards the correlator answers for what it holds ([`Correlator::pending_views`]);
+    /// events applied to it would still be deduplicated against every call it closed.
+    pub fn end_of_input(&mut self, out: &mut Effects) {
+        self.ended = true;
+        self.advance(Timestamp::from_millis(i64::MAX), out);
     }
 
     /// Records an event time of input topic `topic` and moves stream time to the watermark: the
