@@ -32,7 +32,7 @@ use toolcalls_model::record::Origin;
 use toolcalls_model::{Event, ToolCallRecord};
 
 /// Chunks in flight (read, decoded or applied but not yet written), per thread.
-const WINDOW_PER_THREAD: usize = 2;
+const WINDOW_PER_THREAD: usize = 4;
 
 /// An event of a chunk, on its way to the thread of its session.
 struct Routed {
