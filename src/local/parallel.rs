@@ -73,9 +73,17 @@ struct State {
     spare: Vec<Vec<Out>>,
 }
 
+/// The state and one condition variable per kind of waiter, so that a change wakes only the
+/// threads it can let on (waking every thread at every change cost more CPU in the kernel than
+/// the threads spent waiting).
 struct Shared {
     state: Mutex<State>,
-    changed: Condvar,
+    /// The reader waits for room in the window.
+    room: Condvar,
+    /// The threads wait for a chunk to decode or their share of the next one.
+    work: Condvar,
+    /// The writer waits for every thread's output of the next chunk.
+    done: Condvar,
     threads: usize,
 }
 
@@ -84,13 +92,15 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn wait<'a>(&self, guard: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        self.changed.wait(guard).unwrap_or_else(|e| e.into_inner())
+    fn wait<'a>(&self, on: &Condvar, guard: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        on.wait(guard).unwrap_or_else(|e| e.into_inner())
     }
 
     fn stop(&self) {
         self.lock().stop = true;
-        self.changed.notify_all();
+        for cv in [&self.room, &self.work, &self.done] {
+            cv.notify_all();
+        }
     }
 }
 
@@ -124,7 +134,9 @@ pub(super) fn run(
             stop: false,
             spare: (0..threads).map(|_| Vec::new()).collect(),
         }),
-        changed: Condvar::new(),
+        room: Condvar::new(),
+        work: Condvar::new(),
+        done: Condvar::new(),
         threads,
     });
     // Not joined: a read of standard input may block for good after a `--strict` stop.
@@ -189,7 +201,7 @@ fn read(mut reader: Reader, shared: &Shared) {
         let next = reader.next_chunk();
         let mut st = shared.lock();
         while st.slots.len() >= window && !st.stop {
-            st = shared.wait(st);
+            st = shared.wait(&shared.room, st);
         }
         if st.stop {
             return;
@@ -211,8 +223,9 @@ fn read(mut reader: Reader, shared: &Shared) {
         }
         let done = st.read_all;
         drop(st);
-        shared.changed.notify_all();
+        shared.work.notify_all();
         if done {
+            shared.done.notify_one();
             return;
         }
     }
@@ -248,7 +261,7 @@ fn work(me: usize, shared: &Shared, setup: &Setup) -> Option<Finished> {
         let all = slot.delivered == shared.threads;
         drop(st);
         if all {
-            shared.changed.notify_all();
+            shared.done.notify_one();
         }
         if stopped {
             // The writer stops at the message.
@@ -294,10 +307,10 @@ fn take_share(k: u64, me: usize, shared: &Shared, setup: &Setup) -> Share {
             slot.shares = Some(shares);
             slot.notes = notes;
             slot.bad_lines = bad_lines;
-            shared.changed.notify_all();
+            shared.work.notify_all();
             continue;
         }
-        st = shared.wait(st);
+        st = shared.wait(&shared.work, st);
     }
 }
 
@@ -362,7 +375,7 @@ fn write(shared: &Shared, sink: &mut dyn Write, progress: &mut Progress) -> anyh
             if st.slots.is_empty() && st.read_all {
                 break None;
             }
-            st = shared.wait(st);
+            st = shared.wait(&shared.done, st);
         };
         let Some(slot) = slot else {
             return match st.read_error.take() {
@@ -371,7 +384,7 @@ fn write(shared: &Shared, sink: &mut dyn Write, progress: &mut Progress) -> anyh
             };
         };
         drop(st);
-        shared.changed.notify_all(); // room in the window for the reader
+        shared.room.notify_one();
         let mut outs: Vec<Out> = slot.outs.into_iter().flatten().collect();
         bad_lines += slot.bad_lines;
         events += outs.iter().map(|o| o.events).sum::<u64>();
