@@ -77,7 +77,7 @@ impl Correlator {
             let Some(slot) = self.scopes.slots.get(ix as usize).and_then(Option::as_ref) else {
                 return;
             };
-            let Some(&(at, seq)) = slot.timers.first() else {
+            let Some((at, seq)) = slot.timers.first() else {
                 return;
             };
             if at > now {
@@ -112,7 +112,7 @@ impl Correlator {
             let Some(scope) = self.scopes.slots[ix].as_ref() else {
                 continue;
             };
-            if let Some(&(at, _)) = scope.timers.first() {
+            if let Some((at, _)) = scope.timers.first() {
                 if scope.idle || scope.clock.is_some_and(|c| at <= c) {
                     self.blocked.insert((at, seq));
                 }
@@ -161,7 +161,7 @@ impl Correlator {
             };
             if quiet {
                 scope.idle = true;
-                if let (Some(seq), Some(&(at, _))) = (scope.seq, scope.timers.first()) {
+                if let (Some(seq), Some((at, _))) = (scope.seq, scope.timers.first()) {
                     let logged = scope.changed_at.replace(change_pos).is_some();
                     went_idle.push((seq, at, logged));
                 }

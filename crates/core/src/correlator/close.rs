@@ -50,8 +50,8 @@ impl Correlator {
                     call.cause = cause;
                 }
                 let timers = &mut self.scopes.get_mut(ix).timers;
-                timers.remove(&(old, seq));
-                timers.insert((at, seq));
+                timers.remove(old, seq);
+                timers.insert(at, seq);
                 self.touch(seq);
             }
         }

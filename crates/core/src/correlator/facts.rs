@@ -142,8 +142,8 @@ impl Correlator {
                 call.cause = DeadlineCause::Denied;
                 let new = call.deadline;
                 let timers = &mut self.scopes.get_mut(call.scope).timers;
-                timers.remove(&(old, seq));
-                timers.insert((new, seq));
+                timers.remove(old, seq);
+                timers.insert(new, seq);
             }
         }
         self.touch(seq);

@@ -25,10 +25,9 @@ const fn alloc_size(n: usize) -> usize {
     }
 }
 
-/// One entry of a B-tree with 16-byte entries (`timers`: (time, seq)). Entries come in ascending
-/// order, so a full leaf splits into one of 6 entries, one entry moved up and the rest: a 208-byte
-/// leaf per 7 entries, and a 304-byte inner node per ~7 leaves.
-const BTREE_ENTRY: usize = 37;
+/// One deadline in a scope's timers (`timers.rs`): 16 bytes in a sorted run, with the slack of
+/// a growing vector.
+const TIMER: usize = 16 * 11 / 8;
 /// One entry of a hash map with 16-byte buckets (`live`: seq → box): a bucket and a control byte
 /// at the load a table that doubles when 7/8 full has on average (0.65).
 const MAP_SLOT: usize = 26;
@@ -87,7 +86,7 @@ fn positions_bytes(p: &[Position]) -> usize {
 /// `live`, `timers`, `by_record`, its tool slot, and the scope's id and checksum tables.
 pub(super) fn call_bytes(call: &Call) -> usize {
     alloc_size(std::mem::size_of::<Live>())
-        + BTREE_ENTRY
+        + TIMER
         + MAP_SLOT
         + TABLE_SLOT
         + VEC_SLOT
@@ -107,7 +106,7 @@ pub(super) fn call_bytes(call: &Call) -> usize {
 pub(super) fn waiting_bytes(waiting: &WaitingResult) -> usize {
     alloc_size(std::mem::size_of::<Live>())
         + alloc_size(std::mem::size_of::<WaitingResult>())
-        + BTREE_ENTRY
+        + TIMER
         + MAP_SLOT
         + TABLE_SLOT
         + BTREE_SET_ENTRY

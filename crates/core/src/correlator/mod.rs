@@ -23,6 +23,7 @@
 //!   result — and the confidence of each link;
 //! - `entries.rs`: every entry by sequence number;
 //! - `scopes.rs`: the scope table and each scope's tool slots;
+//! - `timers.rs`: a scope's deadlines in order;
 //! - `indexes.rs`: filing entries in (and taking them out of) the id, checksum, record id and
 //!   idempotency-key tables and the timers;
 //! - `hasher.rs`: the hasher of all those tables;
@@ -49,6 +50,7 @@ mod repeats;
 mod result;
 mod rules;
 mod scopes;
+mod timers;
 mod window;
 
 use crate::state::{DeadlineCause, Digest, ExecEnd, Fact, Live, ScopeIx, ScopeKey};

@@ -3,6 +3,7 @@
 //! Scope and → Memory).
 
 use super::hasher::{HashMap, Hasher};
+use super::timers::Timers;
 use crate::state::{Call, ScopeIx, ScopeKey};
 use hashbrown::HashTable;
 use std::collections::BTreeSet;
@@ -109,7 +110,7 @@ pub(super) struct Scope {
     /// `None` until the runtime tells the time after that.
     pub(super) active_wall: Option<Timestamp>,
     /// The deadlines of its entries, (when, seq).
-    pub(super) timers: BTreeSet<(Timestamp, u64)>,
+    pub(super) timers: Timers,
     /// Its changelog key (a sequence number of its own), once numbered.
     pub(super) seq: Option<u64>,
     /// The position of its last change since the last checkpoint, once its key is in the
@@ -141,7 +142,7 @@ impl Scope {
             clock: None,
             idle: false,
             active_wall: None,
-            timers: BTreeSet::new(),
+            timers: Timers::default(),
             seq: None,
             changed_at: None,
             arrived: [None; 2],

@@ -1,0 +1,336 @@
+//! A scope's deadlines, `(when, seq)`, taken in order: [`Timers`].
+//!
+//! Deadlines mostly come in order within a kind: a call's timeout, a waiting result's grace, a
+//! closed call's expiry are each the event time plus a fixed span, and a scope's event time
+//! seldom goes back. So the deadlines are kept as a few sorted runs (vectors appended to in order,
+//! one per such stream as it turns out), with a B-tree only for the ones that fit no run — a
+//! turn end bringing deadlines closer, events out of order. A run costs 16 bytes a deadline where
+//! a B-tree costs about 37 (docs/ARCHITECTURE.md, Correlation → Memory), appending to it is a
+//! push, and taking out a deadline before it is due (most calls close by their result) marks it
+//! taken in place, found by binary search. The order they are taken in is that of
+//! `BTreeSet<(Timestamp, u64)>`: `(when, seq)` ascending.
+
+use std::collections::BTreeSet;
+use toolcalls_model::Timestamp;
+
+/// Most runs a scope keeps; a deadline no run can take in order goes to the B-tree.
+const MAX_RUNS: usize = 4;
+/// Marks a deadline taken out of a run (sequence numbers stay below it).
+const TAKEN: u64 = 1 << 63;
+/// A run is compacted once more than this many of its deadlines, and more than half, are taken.
+const COMPACT_MIN: usize = 32;
+/// A run's vector gives memory back only above this capacity.
+const SHRINK_MIN: usize = 1024;
+
+type Key = (Timestamp, u64);
+
+/// One sorted run: `entries[head..]` ascending by `(when, seq & !TAKEN)`, `entries[head]` never
+/// taken.
+#[derive(Debug, Default)]
+struct Run {
+    entries: Vec<Key>,
+    head: usize,
+    /// How many of `entries[head..]` are taken.
+    taken: usize,
+}
+
+impl Run {
+    fn is_empty(&self) -> bool {
+        self.head == self.entries.len()
+    }
+
+    fn first(&self) -> Option<Key> {
+        self.entries.get(self.head).copied()
+    }
+
+    fn last(&self) -> Option<Key> {
+        if self.is_empty() {
+            return None;
+        }
+        self.entries.last().map(|&(at, seq)| (at, seq & !TAKEN))
+    }
+
+    fn push(&mut self, key: Key) {
+        if self.is_empty() {
+            self.entries.clear();
+            self.head = 0;
+            self.taken = 0;
+        }
+        self.entries.push(key);
+    }
+
+    /// Where `key` is in `entries[head..]`. Deadlines are taken out mostly at either end — the
+    /// oldest by the caps, recent ones as their calls close — so it looks at the first, then
+    /// gallops back from the last before it searches, to stay in memory the run touched lately.
+    fn find(&self, key: Key) -> Option<usize> {
+        let live = &self.entries[self.head..];
+        let unmarked = |i: usize| (live[i].0, live[i].1 & !TAKEN);
+        if live.is_empty() || key < unmarked(0) {
+            return None;
+        }
+        if key == unmarked(0) {
+            return Some(0);
+        }
+        let (mut lo, mut hi, mut step) = (0, live.len(), 1);
+        while step < live.len() {
+            let probe = live.len() - step;
+            if unmarked(probe) <= key {
+                lo = probe;
+                break;
+            }
+            hi = probe;
+            step *= 2;
+        }
+        let found = live[lo..hi].binary_search_by(|&(at, seq)| (at, seq & !TAKEN).cmp(&key));
+        found.ok().map(|i| lo + i)
+    }
+
+    /// Takes `key` out if the run holds it.
+    fn remove(&mut self, key: Key) -> bool {
+        let Some(i) = self.find(key) else {
+            return false;
+        };
+        if self.entries[self.head + i].1 & TAKEN != 0 {
+            return false;
+        }
+        self.entries[self.head + i].1 |= TAKEN;
+        self.taken += 1;
+        self.settle();
+        true
+    }
+
+    /// Takes the first deadline out.
+    fn pop(&mut self) -> Option<Key> {
+        let first = self.first()?;
+        self.head += 1;
+        self.settle();
+        Some(first)
+    }
+
+    /// Moves `head` past taken deadlines, and compacts the run when taken ones or the consumed
+    /// front outweigh what is left.
+    fn settle(&mut self) {
+        while self.head < self.entries.len() && self.entries[self.head].1 & TAKEN != 0 {
+            self.head += 1;
+            self.taken -= 1;
+        }
+        let left = self.entries.len() - self.head;
+        if self.is_empty() {
+            self.entries.clear();
+            self.head = 0;
+            self.taken = 0;
+        } else if self.taken > COMPACT_MIN && self.taken * 2 > left {
+            let head = self.head;
+            let mut i = 0;
+            self.entries.retain(|&(_, seq)| {
+                i += 1;
+                i > head && seq & TAKEN == 0
+            });
+            self.head = 0;
+            self.taken = 0;
+        } else if self.head > COMPACT_MIN && self.head > left {
+            self.entries.drain(..self.head);
+            self.head = 0;
+        } else {
+            return;
+        }
+        // Memory a burst left behind goes back once it matters; small runs keep theirs, not to
+        // grow again and again.
+        if self.entries.capacity() > SHRINK_MIN && self.entries.capacity() > 4 * self.entries.len()
+        {
+            self.entries.shrink_to(2 * self.entries.len());
+        }
+    }
+}
+
+/// A scope's deadlines: `(when, seq)`, unique, taken smallest first.
+#[derive(Debug, Default)]
+pub(super) struct Timers {
+    runs: Vec<Run>,
+    /// Deadlines that came out of order for every run.
+    late: BTreeSet<Key>,
+    /// The earliest deadline of all: a scope's is asked for at every event.
+    next: Option<Key>,
+}
+
+impl Timers {
+    pub(super) fn insert(&mut self, at: Timestamp, seq: u64) {
+        debug_assert!(seq & TAKEN == 0, "sequence numbers stay below 2^63");
+        let key = (at, seq);
+        // The run whose last deadline is the latest one not after `key`: it keeps the runs apart
+        // (each stream of deadlines finds the run it has been filling).
+        let mut best: Option<(usize, Key)> = None;
+        let mut empty = None;
+        for (i, run) in self.runs.iter().enumerate() {
+            match run.last() {
+                None => empty = empty.or(Some(i)),
+                Some(last) if last < key && best.is_none_or(|(_, b)| last > b) => {
+                    best = Some((i, last));
+                }
+                Some(_) => {}
+            }
+        }
+        if let Some((i, _)) = best {
+            self.runs[i].push(key);
+        } else if let Some(i) = empty {
+            self.runs[i].push(key);
+        } else if self.runs.len() < MAX_RUNS {
+            let mut run = Run::default();
+            run.push(key);
+            self.runs.push(run);
+        } else {
+            let fresh = self.late.insert(key);
+            debug_assert!(fresh, "a deadline is filed once");
+        }
+        if self.next.is_none_or(|next| key < next) {
+            self.next = Some(key);
+        }
+    }
+
+    /// Takes deadline `(at, seq)` out; whether it was there.
+    pub(super) fn remove(&mut self, at: Timestamp, seq: u64) -> bool {
+        let key = (at, seq);
+        for run in &mut self.runs {
+            let within = matches!((run.first(), run.last()),
+                (Some(first), Some(last)) if first <= key && key <= last);
+            if within && run.remove(key) {
+                self.refresh(key);
+                return true;
+            }
+        }
+        let removed = self.late.remove(&key);
+        if removed {
+            self.refresh(key);
+        }
+        removed
+    }
+
+    /// The earliest deadline.
+    pub(super) fn first(&self) -> Option<Key> {
+        self.next
+    }
+
+    /// Takes the earliest deadline out.
+    pub(super) fn pop_first(&mut self) -> Option<Key> {
+        let first = self.next?;
+        match self.runs.iter_mut().find(|r| r.first() == Some(first)) {
+            Some(run) => run.pop(),
+            None => self.late.pop_first(),
+        };
+        self.refresh(first);
+        Some(first)
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.next.is_none()
+    }
+
+    /// Finds the earliest deadline again once `gone`, which may have been it, is out.
+    fn refresh(&mut self, gone: Key) {
+        if self.next == Some(gone) {
+            let runs = self.runs.iter().filter_map(Run::first);
+            self.next = runs.chain(self.late.first().copied()).min();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn ops() -> impl Strategy<Value = Vec<(u8, i64, u64)>> {
+        // (op, when, seq): op 0..=5 insert (an in-order stream per op, or anywhere), 6..=8 remove
+        // one filed, 9 pop.
+        prop::collection::vec((0u8..10, 0i64..400, 0u64..10_000), 0..2_000)
+    }
+
+    proptest! {
+        /// Every sequence of inserts, removals and pops takes deadlines out as a B-tree set does.
+        #[test]
+        fn orders_as_a_btree_set(ops in ops()) {
+            let mut timers = Timers::default();
+            let mut model = BTreeSet::new();
+            let mut streams = [0i64; 3];
+            let mut next_seq = 0u64;
+            for (op, when, pick) in ops {
+                match op {
+                    0..=5 => {
+                        let at = match op {
+                            0..=2 => {
+                                streams[op as usize] += when % 7;
+                                streams[op as usize] + 1_000 * i64::from(op)
+                            }
+                            _ => when,
+                        };
+                        next_seq += 1;
+                        timers.insert(Timestamp(at), next_seq);
+                        model.insert((Timestamp(at), next_seq));
+                    }
+                    6..=8 => {
+                        let filed: Vec<_> = model.iter().copied().collect();
+                        if let Some(&(at, seq)) = filed.get(pick as usize % filed.len().max(1)) {
+                            prop_assert!(timers.remove(at, seq));
+                            model.remove(&(at, seq));
+                        }
+                        prop_assert!(!timers.remove(Timestamp(when), 20_000 + pick));
+                    }
+                    _ => {
+                        prop_assert_eq!(timers.pop_first(), model.pop_first());
+                    }
+                }
+                prop_assert_eq!(timers.first(), model.first().copied());
+                prop_assert_eq!(timers.is_empty(), model.is_empty());
+            }
+            while let Some(key) = model.pop_first() {
+                prop_assert_eq!(timers.pop_first(), Some(key));
+            }
+            prop_assert!(timers.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_removed_deadline_is_not_removed_twice() {
+        let mut timers = Timers::default();
+        for seq in 0..100 {
+            timers.insert(Timestamp(seq as i64), seq);
+        }
+        assert!(timers.remove(Timestamp(50), 50));
+        assert!(!timers.remove(Timestamp(50), 50));
+        assert!(!timers.remove(Timestamp(50), 51));
+        let order: Vec<u64> = std::iter::from_fn(|| timers.pop_first().map(|(_, s)| s)).collect();
+        let expected: Vec<u64> = (0..100).filter(|&s| s != 50).collect();
+        assert_eq!(order, expected);
+    }
+
+    #[test]
+    fn compaction_keeps_what_was_not_taken() {
+        let mut timers = Timers::default();
+        for seq in 0..1_000u64 {
+            timers.insert(Timestamp(seq as i64 / 3), seq);
+        }
+        // Take out all but every seventh, from the back, so the run compacts with its head in
+        // place, then pop a few and take out more from the front.
+        for seq in (0..1_000u64).rev().filter(|s| s % 7 != 0) {
+            assert!(timers.remove(Timestamp(seq as i64 / 3), seq));
+        }
+        assert!(timers.runs[0].entries.len() < 1_000, "the run compacted");
+        let kept: Vec<u64> = std::iter::from_fn(|| timers.pop_first().map(|(_, s)| s)).collect();
+        let expected: Vec<u64> = (0..1_000u64).filter(|s| s % 7 == 0).collect();
+        assert_eq!(kept, expected);
+        assert!(timers.is_empty());
+    }
+
+    #[test]
+    fn in_order_streams_stay_in_runs() {
+        let mut timers = Timers::default();
+        // Three interleaved streams, each in order, as timeouts, graces and expiries come.
+        for i in 0..1_000i64 {
+            timers.insert(Timestamp(i + 30_000), 3 * i as u64);
+            timers.insert(Timestamp(i + 10_000), 3 * i as u64 + 1);
+            timers.insert(Timestamp(i + 5_000), 3 * i as u64 + 2);
+        }
+        assert!(timers.late.is_empty());
+        assert_eq!(timers.runs.len(), 3);
+    }
+}
