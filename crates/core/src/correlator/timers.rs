@@ -59,26 +59,23 @@ impl Run {
         self.entries.push(key);
     }
 
-    /// Where `key` is in `entries[head..]`. Deadlines are taken out mostly at either end — the
-    /// oldest by the caps, recent ones as their calls close — so it looks at the first, then
-    /// gallops back from the last before it searches, to stay in memory the run touched lately.
+    /// Where `key` is in `entries[head..]`. Deadlines are taken out mostly near the end (calls
+    /// close by their result soon after they were filed), so it gallops back from the last one
+    /// before it searches: the memory the run touched lately, not its cold middle.
     fn find(&self, key: Key) -> Option<usize> {
         let live = &self.entries[self.head..];
         let unmarked = |i: usize| (live[i].0, live[i].1 & !TAKEN);
-        if live.is_empty() || key < unmarked(0) {
-            return None;
-        }
-        if key == unmarked(0) {
-            return Some(0);
-        }
         let (mut lo, mut hi, mut step) = (0, live.len(), 1);
-        while step < live.len() {
+        while step <= live.len() {
             let probe = live.len() - step;
-            if unmarked(probe) <= key {
-                lo = probe;
-                break;
+            match unmarked(probe).cmp(&key) {
+                std::cmp::Ordering::Equal => return Some(probe),
+                std::cmp::Ordering::Less => {
+                    lo = probe + 1;
+                    break;
+                }
+                std::cmp::Ordering::Greater => hi = probe,
             }
-            hi = probe;
             step *= 2;
         }
         let found = live[lo..hi].binary_search_by(|&(at, seq)| (at, seq & !TAKEN).cmp(&key));
@@ -90,12 +87,16 @@ impl Run {
         let Some(i) = self.find(key) else {
             return false;
         };
-        if self.entries[self.head + i].1 & TAKEN != 0 {
+        let entry = &mut self.entries[self.head + i].1;
+        if *entry & TAKEN != 0 {
             return false;
         }
-        self.entries[self.head + i].1 |= TAKEN;
+        *entry |= TAKEN;
         self.taken += 1;
-        self.settle();
+        if i == 0 {
+            self.skip_taken();
+        }
+        self.compact();
         true
     }
 
@@ -103,17 +104,22 @@ impl Run {
     fn pop(&mut self) -> Option<Key> {
         let first = self.first()?;
         self.head += 1;
-        self.settle();
+        self.skip_taken();
+        self.compact();
         Some(first)
     }
 
-    /// Moves `head` past taken deadlines, and compacts the run when taken ones or the consumed
-    /// front outweigh what is left.
-    fn settle(&mut self) {
+    /// Moves `head` past taken deadlines.
+    fn skip_taken(&mut self) {
         while self.head < self.entries.len() && self.entries[self.head].1 & TAKEN != 0 {
             self.head += 1;
             self.taken -= 1;
         }
+    }
+
+    /// Empties the run once it is used up, and compacts it when taken deadlines or the consumed
+    /// front outweigh what is left (from the counts alone: it reads no entry unless it moves them).
+    fn compact(&mut self) {
         let left = self.entries.len() - self.head;
         if self.is_empty() {
             self.entries.clear();
@@ -191,8 +197,8 @@ impl Timers {
     pub(super) fn remove(&mut self, at: Timestamp, seq: u64) -> bool {
         let key = (at, seq);
         for run in &mut self.runs {
-            let within = matches!((run.first(), run.last()),
-                (Some(first), Some(last)) if first <= key && key <= last);
+            // A run's first deadline is seldom in cache; its last one is.
+            let within = run.last().is_some_and(|last| key <= last);
             if within && run.remove(key) {
                 self.refresh(key);
                 return true;
