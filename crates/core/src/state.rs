@@ -135,7 +135,7 @@ pub(crate) struct Call {
     /// The tool, an index into the scope's tool table (the changelog carries the name).
     pub tool: u32,
     /// The key the record id derives from: the call id when `has_id`, otherwise `@topic:offset`
-    /// of the announce.
+    /// of the announce — held empty when that is [`Call::pos`] (see [`Call::record_key`]).
     pub key: Box<str>,
     pub has_id: bool,
     pub record_id: RecordId,
@@ -200,7 +200,37 @@ impl Extras {
     }
 }
 
+/// The record key of an entry without an id: `@topic:offset` of its first event.
+pub(crate) fn position_key(pos: Position) -> String {
+    format!("@{}:{}", pos.topic, pos.offset)
+}
+
 impl Call {
+    /// The key the record id derives from ([`Call::key`], or the position it was held as).
+    pub fn record_key(&self) -> std::borrow::Cow<'_, str> {
+        match self.pos.get() {
+            Some(pos) if self.key.is_empty() && !self.has_id => position_key(pos).into(),
+            _ => (*self.key).into(),
+        }
+    }
+
+    /// [`Call::record_key`], taking the key out of the call.
+    pub fn take_record_key(&mut self) -> String {
+        match self.record_key() {
+            std::borrow::Cow::Owned(key) => key,
+            std::borrow::Cow::Borrowed(_) => std::mem::take(&mut self.key).into_string(),
+        }
+    }
+
+    /// Holds the key empty when it says no more than the call's first position, as the key of
+    /// a call announced without an id does: 16 bytes less for every such pending call.
+    pub fn elide_key(&mut self) {
+        let derived = |pos| *self.key == *position_key(pos);
+        if !self.has_id && !self.key.is_empty() && self.pos.get().is_some_and(derived) {
+            self.key = Box::default();
+        }
+    }
+
     /// The call's own id (not the ids of collapsed retries).
     pub fn call_id(&self) -> Option<&str> {
         self.has_id.then_some(&*self.key)

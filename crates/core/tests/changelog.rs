@@ -363,3 +363,27 @@ fn restore_order_does_not_change_which_call_holds_an_idempotency_key() {
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// An id-less call's record key is `@topic:offset` of its announce — in its record, in the
+/// changelog, and in the record of the call restored from it (the key is held as the position
+/// while the call is pending).
+#[test]
+fn an_idless_calls_key_is_its_announce_position_through_a_restore() {
+    let mut h = Harness::new();
+    h.apply(ev("s").id("a").at(0).announce("Read", json!({"p": 1})));
+    h.apply(ev("s").at(1).announce("Bash", json!({"cmd": "ls"})));
+    let latest: Vec<(String, Vec<u8>)> =
+        h.c.take_changelog()
+            .into_iter()
+            .filter_map(|op| Some((op.key, op.value?)))
+            .collect();
+    let mut restored = Correlator::restore(config(), latest).unwrap();
+    let done = ev("s").at(2).done_tool("Bash", json!("x"));
+    let mut out = toolcalls_core::Effects::default();
+    restored.apply(done.clone(), Position::new(0, 2), &mut out);
+    h.apply(done);
+    let record = h.one();
+    assert_eq!(record.correlation.key, "@0:1");
+    assert_eq!(record.stream_id, None);
+    assert_eq!(out.records, vec![record]);
+}

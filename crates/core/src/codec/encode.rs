@@ -71,7 +71,7 @@ pub(crate) fn encode(entry: &EntryRef<'_>) -> Vec<u8> {
             w.u64(u64::from(flags));
             w.scope(scope);
             w.str(tool);
-            w.str(&call.key);
+            w.str(&call.record_key());
             w.record_id(&call.record_id);
             if let Some(t) = &call.turn {
                 w.str(t);

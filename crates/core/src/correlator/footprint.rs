@@ -83,7 +83,8 @@ fn positions_bytes(p: &[Position]) -> usize {
 }
 
 /// The estimate for one pending call: its allocation, its strings and JSON, and its entries in
-/// `live`, `timers`, `by_record`, its tool slot, and the scope's id and checksum tables.
+/// `live`, `timers`, `by_record`, its tool slot, and the scope's id (or repeat key) and checksum
+/// tables.
 pub(super) fn call_bytes(call: &Call) -> usize {
     alloc_size(std::mem::size_of::<Live>())
         + TIMER
@@ -93,7 +94,8 @@ pub(super) fn call_bytes(call: &Call) -> usize {
         + str_bytes(&call.key)
         + call.turn.as_deref().map_or(0, str_bytes)
         + call.args.as_ref().map_or(0, json_bytes)
-        + if call.has_id { TABLE_SLOT } else { 0 }
+        // Filed by its id, or by the repeat key of its announce (`repeats.rs`).
+        + if call.has_id { TABLE_SLOT } else { MAP_SLOT }
         + if call.checksum.is_some() {
             TABLE_SLOT
         } else {
@@ -111,7 +113,11 @@ pub(super) fn waiting_bytes(waiting: &WaitingResult) -> usize {
         + TABLE_SLOT
         + BTREE_SET_ENTRY
         + str_bytes(&waiting.key)
-        + if waiting.has_id { TABLE_SLOT } else { 0 }
+        + match (waiting.has_id, &waiting.done) {
+            (true, _) => TABLE_SLOT,
+            (false, Some(_)) => MAP_SLOT,
+            (false, None) => 0,
+        }
         + waiting.turn.as_deref().map_or(0, str_bytes)
         + waiting.tool.as_deref().map_or(0, str_bytes)
         + waiting.args.as_ref().map_or(0, json_bytes)

@@ -9,7 +9,7 @@ use super::footprint::{call_bytes, live_bytes, waiting_bytes};
 use super::hasher::{HashMap, Hasher};
 use super::scopes::{Pending, Scope};
 use super::Correlator;
-use crate::state::{Closed, Digest, Live, ScopeIx, WaitingResult};
+use crate::state::{position_key, Closed, Digest, Live, ScopeIx, WaitingResult};
 use hashbrown::HashTable;
 use std::hash::BuildHasher;
 use toolcalls_model::{CallId, RecordId};
@@ -30,10 +30,7 @@ impl Correlator {
     ) -> (Box<str>, bool, RecordId) {
         let (key, has_id) = match call_id {
             Some(id) => (id.0.into_boxed_str(), true),
-            None => (
-                format!("@{}:{}", self.pos.topic, self.pos.offset).into_boxed_str(),
-                false,
-            ),
+            None => (position_key(self.pos).into_boxed_str(), false),
         };
         let sk = &self.scopes.get(ix).key;
         let record_id = RecordId::derive(&sk.source, &sk.session, sk.thread.as_ref(), &key);
@@ -53,6 +50,7 @@ impl Correlator {
             debug_assert!(false, "insert_call takes calls");
             return;
         };
+        call.elide_key();
         let ix = call.scope;
         let scope = self.scopes.get_mut(ix);
         scope.refs += 1;

@@ -72,7 +72,7 @@ fn metadata(name: RecordId, scope: &ScopeKey, turn: Option<Box<str>>) -> Metadat
 }
 
 pub(super) fn record_of_call(
-    call: Call,
+    mut call: Call,
     scope: &ScopeKey,
     tool: String,
     done: Option<Done>,
@@ -80,6 +80,7 @@ pub(super) fn record_of_call(
     reason: Option<&str>,
     link: Link,
 ) -> ToolCallRecord {
+    let key = call.take_record_key();
     let provenance = provenance::of_call(&call, done.as_ref());
     let extras = call.extras.map(|x| *x).unwrap_or_default();
     // A call without a start of its own started when it was announced.
@@ -87,7 +88,6 @@ pub(super) fn record_of_call(
     let timing = Timing::of(done.as_ref(), started, extras.exec_end.as_ref());
     let side_effects = extras.side_effects.unwrap_or_default();
     let replay = ReplayPolicy::derive(&side_effects);
-    let key = call.key.into_string();
     ToolCallRecord {
         api_version: toolcalls_model::record::API_VERSION.into(),
         kind: toolcalls_model::record::KIND.into(),
