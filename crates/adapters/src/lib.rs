@@ -41,6 +41,7 @@ mod bodies;
 mod claude;
 mod codex;
 mod common;
+mod depth;
 mod detect;
 mod format;
 mod gemini;
