@@ -225,8 +225,18 @@ impl Call {
     /// Holds the key empty when it says no more than the call's first position, as the key of
     /// a call announced without an id does: 16 bytes less for every such pending call.
     pub fn elide_key(&mut self) {
-        let derived = |pos| *self.key == *position_key(pos);
-        if !self.has_id && !self.key.is_empty() && self.pos.get().is_some_and(derived) {
+        if self.has_id || !self.key.starts_with('@') {
+            return;
+        }
+        let Some(pos) = self.pos.get() else {
+            return;
+        };
+        // Written on the stack: every call announced without an id comes through here.
+        let mut text = [0u8; 32];
+        let mut w = &mut text[..];
+        let fits = std::io::Write::write_fmt(&mut w, format_args!("@{}:{}", pos.topic, pos.offset));
+        let len = 32 - w.len();
+        if fits.is_ok() && self.key.as_bytes() == &text[..len] {
             self.key = Box::default();
         }
     }
