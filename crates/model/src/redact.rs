@@ -94,14 +94,17 @@ impl Redaction {
     }
 
     /// Redacts one JSON document (arguments or result), noting where.
+    ///
+    /// Text a [`Value`] cannot hold exactly (a lone surrogate escape, a number beyond a double,
+    /// 128 levels or more) is redacted through its lossy reading ([`Json::to_value`]), so that
+    /// such a value elsewhere in the document cannot keep the rules from applying. When a rule
+    /// matches there, the record carries that reading (the surrogate as U+FFFD, the number as
+    /// `null`, what nests deeper than 127 levels as `null`); when none does, the patterns are
+    /// tried once more on the raw text, which also holds what the reading cut.
     fn json(&self, json: &mut Json, name: &str, what: &mut Vec<String>) {
-        let Ok(mut value) = json.try_to_value() else {
-            // Text that holds no JSON value the reader keeps exactly: redact it as text.
-            if let Some(clean) = self.text(json.as_str()) {
-                *json = Json::from(Value::String(clean));
-                what.push(name.to_owned());
-            }
-            return;
+        let (mut value, exact) = match json.try_to_value() {
+            Ok(value) => (value, true),
+            Err(_) => (json.to_value(), false),
         };
         let mut changed = false;
         for p in &self.pointers {
@@ -117,6 +120,11 @@ impl Redaction {
         }
         if changed {
             *json = Json::from(value);
+        } else if !exact {
+            if let Some(clean) = self.text(json.as_str()) {
+                *json = Json::from(Value::String(clean));
+                what.push(name.to_owned());
+            }
         }
     }
 
@@ -229,6 +237,52 @@ mod tests {
         assert!(!rules.apply(&mut r));
         assert_eq!(r.spec, before.spec);
         assert!(r.redacted.is_empty());
+    }
+
+    #[test]
+    fn rules_apply_beside_what_a_value_cannot_hold() {
+        let rules = Redaction::new(&["/password".into()], &[]).unwrap();
+        let odd = |text: &str| Json::parse(text).unwrap();
+        for args in [
+            r#"{"password":"hunter2","x":"\ud800"}"#,
+            r#"{"password":"hunter2","n":1e400}"#,
+            &format!(
+                r#"{{"password":"hunter2","deep":{}{}}}"#,
+                "[".repeat(130),
+                "]".repeat(130)
+            ),
+        ] {
+            let mut r = record(json!({}), json!("fine"));
+            r.spec.input = Some(odd(args));
+            assert!(rules.apply(&mut r), "{args}");
+            let text = String::from_utf8(r.encode()).unwrap();
+            assert!(!text.contains("hunter2"), "{text}");
+            assert_eq!(
+                r.spec.input.as_ref().unwrap().to_value()["password"],
+                json!(REDACTED)
+            );
+            assert!(r.redacted.contains(&"spec.input/password".to_owned()));
+        }
+        // Nothing to redact: the odd text stays exactly as sent.
+        let mut r = record(json!({}), json!("fine"));
+        r.spec.input = Some(odd(r#"{"user":"u","x":"\ud800"}"#));
+        assert!(!rules.apply(&mut r));
+        assert_eq!(
+            r.spec.input.as_ref().unwrap().as_str(),
+            r#"{"user":"u","x":"\ud800"}"#
+        );
+        // A secret below the 127 levels the lossy reading keeps is still found by a pattern.
+        let rules = Redaction::new(&[], &["sk-[a-z]{20}".into()]).unwrap();
+        let deep = format!(
+            r#"{{"x":"\ud800","d":{}"sk-abcdefghijklmnopqrst"{}}}"#,
+            "[".repeat(130),
+            "]".repeat(130)
+        );
+        let mut r = record(json!({}), json!("fine"));
+        r.spec.input = Some(odd(&deep));
+        assert!(rules.apply(&mut r));
+        let text = String::from_utf8(r.encode()).unwrap();
+        assert!(!text.contains("sk-abcdefghijklmnopqrst"), "{text}");
     }
 
     #[test]
