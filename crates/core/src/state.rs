@@ -147,6 +147,8 @@ pub(crate) struct Call {
     pub deadline: Timestamp,
     pub cause: DeadlineCause,
     pub denied: bool,
+    /// Counts of what the call took in. They saturate instead of wrapping: a changelog (which
+    /// may be corrupt or foreign) can hand them back at any value.
     pub events: u32,
     pub duplicates: u32,
     pub attempts: u32,

@@ -302,11 +302,13 @@ fn restore_rejects_foreign_changelogs_with_a_clear_error() {
         .to_string();
     assert!(e.contains("changelog entry `7`"), "{e}");
     assert!(Correlator::restore(config(), [("k/x", b"{}".to_vec())]).is_err());
-    // Entry numbers this program writes stay below 2^62 (the id tables mark closed calls with that
-    // bit): a key at or past it is refused as foreign, not read as another entry.
+    // Entry numbers this program writes stay far below 2^62 (the id tables mark closed calls with
+    // that bit): a key at or past 2^61 is refused as foreign, not read as another entry, so that
+    // numbering on from the largest key cannot reach the bit.
     for key in [
+        "2305843009213693952",
+        "s2305843009213693952",
         "4611686018427387904",
-        "s4611686018427387904",
         "18446744073709551615",
     ] {
         let e = Correlator::restore(config(), [(key, b"{}".to_vec())])
@@ -316,9 +318,28 @@ fn restore_rejects_foreign_changelogs_with_a_clear_error() {
         assert_eq!(Correlator::changelog_key_seq(key), None, "{key}");
     }
     assert_eq!(
-        Correlator::changelog_key_seq("4611686018427387903"),
-        Some((1 << 62) - 1)
+        Correlator::changelog_key_seq("2305843009213693951"),
+        Some((1 << 61) - 1)
     );
+    // The same for the next entry number the partition-wide entry carries.
+    let meta = |next_seq: u64| {
+        let mut value = vec![0xB2, 4, 0];
+        let mut v = next_seq;
+        while v >= 0x80 {
+            value.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        value.extend([v as u8, 0]);
+        value
+    };
+    let restored = Correlator::restore(config(), [("meta", meta(1 << 61))]);
+    assert!(restored.is_ok(), "{:?}", restored.err());
+    for next_seq in [(1 << 61) + 1, u64::MAX] {
+        let e = Correlator::restore(config(), [("meta", meta(next_seq))])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`next_seq`"), "{next_seq}: {e}");
+    }
 }
 
 #[test]

@@ -7,6 +7,7 @@ use super::format::{
     TURN, VERSION, VERSION_WITHOUT_POSITIONS, WALL,
 };
 use super::primitives::{CodecError, Reader};
+use crate::correlator::RESTORED_SEQ_LIMIT;
 use crate::state::PackedPos;
 use crate::state::{
     Call, Closed, DeadlineCause, Digest, Done, Entry, Extras, Idempotent, Live, Meta, ScopeKey,
@@ -299,6 +300,9 @@ pub(crate) fn decode(value: &[u8]) -> Result<Entry, CodecError> {
                 .then(|| r.time("stream_time"))
                 .transpose()?;
             let next_seq = r.u64("next_seq")?;
+            if next_seq > RESTORED_SEQ_LIMIT {
+                return Err(r.error("next_seq", "beyond the entry numbers this program writes"));
+            }
             let n = r.u64("topic_time")?;
             if n > value.len() as u64 {
                 return Err(r.error("topic_time", "more times than the value holds"));

@@ -3,6 +3,7 @@
 
 use super::format::{TAG_META, VERSION};
 use super::{decode, encode};
+use crate::correlator::RESTORED_SEQ_LIMIT;
 use crate::state::{
     Call, Closed, DeadlineCause, Digest, Done, Entry, EntryRef, ExecEnd, Extras, Fact, Idempotent,
     Live, Meta, PackedPos, ScopeKey, WaitingResult,
@@ -265,7 +266,7 @@ fn closed_calls_and_meta_round_trip() {
         Meta {
             stream_time: Some(t(3)),
             topic_time: vec![Some(t(4)), None],
-            next_seq: u64::MAX,
+            next_seq: RESTORED_SEQ_LIMIT,
         },
     ] {
         match decode(&encode(&EntryRef::Meta(&meta))).unwrap() {
@@ -334,6 +335,21 @@ fn fixtures_encode_to_the_golden_bytes() {
     }
     let golden = std::fs::read_to_string(path).unwrap();
     assert_eq!(text, golden, "the encoding changed");
+}
+
+#[test]
+fn a_next_entry_number_past_what_this_program_writes_is_refused() {
+    for next_seq in [RESTORED_SEQ_LIMIT + 1, 1 << 62, u64::MAX] {
+        let value = encode(&EntryRef::Meta(&Meta {
+            stream_time: None,
+            topic_time: vec![],
+            next_seq,
+        }));
+        match decode(&value) {
+            Err(e) => assert_eq!(e.field, "next_seq", "{e}"),
+            Ok(_) => panic!("next_seq {next_seq} taken"),
+        }
+    }
 }
 
 #[test]

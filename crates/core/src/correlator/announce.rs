@@ -31,8 +31,8 @@ impl Correlator {
             repeat = Some(key);
             if let Some(&seq) = self.scopes.get(ix).repeats.get(&key) {
                 if let Some(call) = self.entries.call_mut(seq) {
-                    call.events += 1;
-                    call.duplicates += 1;
+                    call.events = call.events.saturating_add(1);
+                    call.duplicates = call.duplicates.saturating_add(1);
                     self.note_merged(seq);
                     self.touch(seq);
                     return Outcome::Duplicate;
@@ -51,8 +51,8 @@ impl Correlator {
                     if self.scopes.get(ix).tool_name(call.tool) != announce.tool {
                         return Outcome::Rejected("conflicting_call_id");
                     }
-                    call.events += 1;
-                    call.duplicates += 1;
+                    call.events = call.events.saturating_add(1);
+                    call.duplicates = call.duplicates.saturating_add(1);
                     call.updated_at = call.updated_at.max(time);
                     let mut new_digest = None;
                     if call.args.is_none() && announce.args.is_some() {
@@ -185,8 +185,8 @@ impl Correlator {
                 return None;
             }
             let before = call_bytes(call);
-            call.attempts += 1;
-            call.events += 1;
+            call.attempts = call.attempts.saturating_add(1);
+            call.events = call.events.saturating_add(1);
             call.updated_at = call.updated_at.max(time);
             if let Some(id) = call_id {
                 if call.call_id() != Some(id.as_str()) && !call.aliases().contains(id) {
@@ -200,9 +200,9 @@ impl Correlator {
             if time.millis_since(record.created_at) > window {
                 return None;
             }
-            record.metadata.revision += 1;
-            record.correlation.attempts += 1;
-            record.correlation.events_merged += 1;
+            record.metadata.revision = record.metadata.revision.saturating_add(1);
+            record.correlation.attempts = record.correlation.attempts.saturating_add(1);
+            record.correlation.events_merged = record.correlation.events_merged.saturating_add(1);
             record.updated_at = record.updated_at.max(time);
             record.provenance.insert(self.pos.topic, self.pos.offset);
             out.records.push(record.clone());
@@ -252,8 +252,8 @@ impl Correlator {
         let mut took_id = false;
         if let Some(call) = self.entries.call_mut(seq) {
             let before = call_bytes(call);
-            call.events += events;
-            call.duplicates += duplicates;
+            call.events = call.events.saturating_add(events);
+            call.duplicates = call.duplicates.saturating_add(duplicates);
             call.add_positions(positions);
             call.updated_at = call.updated_at.max(updated_at);
             merge_call_attributes(call, attributes);

@@ -4,7 +4,7 @@
 
 use super::indexes::IdsFiled;
 use super::window::Held;
-use super::{repeats, scopes, Correlator, RestoreError, META_SEQ, SCOPE_BIT, SEQ_LIMIT};
+use super::{repeats, scopes, Correlator, RestoreError, META_SEQ, RESTORED_SEQ_LIMIT, SCOPE_BIT};
 use crate::codec::{decode, encode};
 use crate::state::{Closed, Entry, EntryRef, Live, Meta, WaitingResult, META_KEY};
 use crate::{ChangelogOp, Config, Position};
@@ -119,7 +119,7 @@ impl Correlator {
     /// The entry number a changelog key stands for; `None` for the partition-wide entry and for
     /// keys this program does not write.
     pub fn changelog_key_seq(key: &str) -> Option<u64> {
-        key.parse().ok().filter(|&seq| seq < SEQ_LIMIT)
+        key.parse().ok().filter(|&seq| seq < RESTORED_SEQ_LIMIT)
     }
 
     /// Numbers new entries from `next` on (at least), and never writes a tombstone for a number
@@ -171,7 +171,7 @@ impl Correlator {
                 _ => Some(
                     scope_key_seq(key)
                         .or_else(|| key.parse::<u64>().ok())
-                        .filter(|&seq| seq < SEQ_LIMIT)
+                        .filter(|&seq| seq < RESTORED_SEQ_LIMIT)
                         .ok_or_else(|| RestoreError::Key(key.chars().take(64).collect()))?,
                 ),
             };

@@ -85,7 +85,7 @@ impl Correlator {
     ) {
         if let Some(call) = self.entries.call_mut(seq) {
             let before = call_bytes(call);
-            call.events += 1;
+            call.events = call.events.saturating_add(1);
             call.updated_at = call.updated_at.max(time);
             merge_call_attributes(call, attributes);
             self.pending_bytes = self.pending_bytes + call_bytes(call) - before;

@@ -18,13 +18,13 @@ pub(super) fn add_to_waiting(
     add: impl FnOnce(&mut WaitingResult) -> bool,
 ) -> Outcome {
     let before = waiting_bytes(waiting);
-    waiting.events += 1;
+    waiting.events = waiting.events.saturating_add(1);
     waiting.updated_at = waiting.updated_at.max(env.time);
     let outcome = if add(waiting) {
         merge_attributes(&mut waiting.attributes, env.attributes);
         Outcome::Pending
     } else {
-        waiting.duplicates += 1;
+        waiting.duplicates = waiting.duplicates.saturating_add(1);
         Outcome::Duplicate
     };
     *pending_bytes = *pending_bytes + waiting_bytes(waiting) - before;

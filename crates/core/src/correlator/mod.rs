@@ -72,6 +72,10 @@ const SCOPE_BIT: u64 = 1 << 63;
 /// marks closed calls in the id tables (`indexes::Filed`), and a changelog key at or above it
 /// is not one this program writes.
 const SEQ_LIMIT: u64 = 1 << 62;
+/// Entry numbers a changelog may name (its keys, the `next_seq` of its partition-wide entry) stay
+/// below it, so that numbering on from a corrupt or foreign changelog's largest cannot reach
+/// [`SEQ_LIMIT`] (2^61 more entries).
+pub(crate) const RESTORED_SEQ_LIMIT: u64 = SEQ_LIMIT / 2;
 
 /// The correlation state of one input partition. The rules it follows: docs/ARCHITECTURE.md,
 /// Correlation → Rules.

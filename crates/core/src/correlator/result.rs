@@ -41,8 +41,8 @@ impl Correlator {
         if let Some(&seq) = repeat.and_then(|key| self.scopes.get(ix).repeats.get(&key)) {
             match self.entries.live_mut(seq) {
                 Some(Live::Waiting(waiting)) => {
-                    waiting.events += 1;
-                    waiting.duplicates += 1;
+                    waiting.events = waiting.events.saturating_add(1);
+                    waiting.duplicates = waiting.duplicates.saturating_add(1);
                     self.note_merged(seq);
                     self.touch(seq);
                     return Outcome::Duplicate;
@@ -55,7 +55,7 @@ impl Correlator {
             match self.entries.live_mut(seq) {
                 Some(Live::Call(call)) => {
                     let before = call_bytes(call);
-                    call.events += 1;
+                    call.events = call.events.saturating_add(1);
                     merge_call_attributes(call, env.attributes);
                     self.pending_bytes = self.pending_bytes + call_bytes(call) - before;
                     self.finish_with(seq, Some(done), Link::call_id(seq), out);
@@ -101,7 +101,7 @@ impl Correlator {
         if let Some(link) = self.find_call(ix, &hints) {
             if let Some(call) = self.entries.call_mut(link.seq) {
                 let before = call_bytes(call);
-                call.events += 1;
+                call.events = call.events.saturating_add(1);
                 merge_call_attributes(call, env.attributes);
                 self.pending_bytes = self.pending_bytes + call_bytes(call) - before;
             }
