@@ -461,12 +461,23 @@ fn usage_errors_exit_2() {
         vec!["audit", s(&input), "-r", "/nonexistent/records.jsonl"], // unreadable
         vec!["audit", s(&input), "-r", s(&input), "--ranges", "x=1..2"], // ranges on files
         vec!["audit", "--ranges", "no-range-here"],
+        vec![
+            "audit",
+            "--ranges",
+            "toolcalls.announce:0=-2..9223372036854775807",
+        ],
         vec!["audit", "--pending", "sometimes"],
     ] {
         let ran = run(&args);
         assert_eq!(ran.code, 2, "{args:?}: {}", ran.show());
         assert!(!ran.stderr.is_empty(), "{args:?}: the error is explained");
     }
+    let negative = run(&["audit", "--ranges", "toolcalls.announce:0=-2..5"]);
+    assert!(
+        negative.stderr.contains("offsets are 0 or more"),
+        "{}",
+        negative.show()
+    );
     let help = run(&["audit", "--help"]);
     assert_eq!(help.code, 0);
     for key in [

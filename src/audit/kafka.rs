@@ -60,7 +60,11 @@ pub fn parse_ranges(spec: &str) -> Result<Vec<(String, Option<i32>, Range)>, Str
         let end = |s: &str| -> Result<Option<i64>, String> {
             match s.trim() {
                 "" => Ok(None),
-                n => n.parse().map(Some).map_err(|_| bad()),
+                n => match n.parse::<i64>() {
+                    Ok(offset) if offset >= 0 => Ok(Some(offset)),
+                    Ok(_) => Err(format!("`{item}`: offsets are 0 or more")),
+                    Err(_) => Err(bad()),
+                },
             }
         };
         let range = Range {
@@ -282,7 +286,7 @@ pub fn audit(t: &Topics, ledger: &mut Ledger, progress: &mut Progress) -> anyhow
         let total = parts
             .iter()
             .map(|(_, from, to)| match (from, to) {
-                (Offset::Offset(f), Some(to)) => Some((to - f).max(0) as u64),
+                (Offset::Offset(f), Some(to)) => Some(to.saturating_sub(*f).max(0) as u64),
                 (Offset::Beginning, Some(to)) => Some((*to).max(0) as u64),
                 _ => None,
             })

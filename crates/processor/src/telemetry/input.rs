@@ -124,7 +124,8 @@ impl LagSecondsObserved {
             0.0
         } else {
             match metrics.processed.get(self.partition) {
-                Some(ts) => (self.now_ms - ts).max(0) as f64 / 1000.0,
+                // The input's timestamps are the producers' to set, to any value.
+                Some(ts) => self.now_ms.saturating_sub(ts).max(0) as f64 / 1000.0,
                 // Nothing processed yet since the partition was restored: unknown, left as it is.
                 None => return,
             }

@@ -140,7 +140,7 @@ impl PartitionTelemetry {
         if let (_, Some(input_ms)) = self.input.get() {
             self.metrics
                 .end_to_end_latency
-                .observe((now_ms - input_ms).max(0) as f64 / 1000.0);
+                .observe(now_ms.saturating_sub(input_ms).max(0) as f64 / 1000.0);
         }
     }
 
