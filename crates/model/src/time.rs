@@ -72,10 +72,15 @@ impl Timestamp {
             why: e.to_string(),
         })?;
         let ms = dt.unix_timestamp_nanos().div_euclid(1_000_000);
-        i64::try_from(ms).map(Self).map_err(|_| TimestampError {
-            input: truncate(s),
-            why: "out of range".into(),
-        })
+        // An offset can move a time written in the year 0000 or 9999 out of the years RFC 3339
+        // can write in UTC, as every record and changelog entry writes it.
+        i64::try_from(ms)
+            .ok()
+            .and_then(Self::from_millis_checked)
+            .ok_or_else(|| TimestampError {
+                input: truncate(s),
+                why: "in UTC it falls outside the years 0000-9999 that RFC 3339 can write".into(),
+            })
     }
 
     /// The RFC 3339 form in UTC with millisecond precision.
@@ -376,6 +381,20 @@ mod tests {
             assert!(Timestamp::from_millis_checked(t).is_none());
         }
         assert_eq!(Timestamp::from_millis_checked(0), Some(Timestamp(0)));
+        // Nor does parsing make one: an offset that moves a time out of the years in UTC is
+        // refused, and one that keeps it in is taken.
+        for text in ["0000-01-01T00:00:00+01:00", "9999-12-31T23:59:59.999-00:01"] {
+            let e = Timestamp::parse_rfc3339(text).unwrap_err().to_string();
+            assert!(e.contains("0000-9999"), "{text}: {e}");
+        }
+        assert_eq!(
+            Timestamp::parse_rfc3339("0000-01-01T01:00:00+01:00").unwrap(),
+            Timestamp::MIN_RFC3339
+        );
+        assert_eq!(
+            Timestamp::parse_rfc3339("9999-12-31T22:59:59.999-01:00").unwrap(),
+            Timestamp::MAX_RFC3339
+        );
     }
 
     #[test]
