@@ -1,7 +1,7 @@
 //! What every adapter shares: the parse context (events, errors, options), the deterministic clock,
 //! line, SSE and document reading, id scoping and small JSON helpers.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 use toolcalls_model::checksum::checksum_of_encoded;
@@ -11,6 +11,7 @@ use toolcalls_model::{
 };
 
 use crate::depth::bound_depth;
+use crate::stamps::Stamps;
 use crate::{Format, LineError, Options, Parsed};
 
 /// The state of one [`crate::parse`] call, or of one [`crate::Stream`] for as long as it lives.
@@ -24,8 +25,8 @@ pub(crate) struct Ctx {
     errors: Vec<LineError>,
     skipped: usize,
     pub clock: Clock,
-    /// What [`distinct_times`] has stamped so far: it outlives a [`Ctx::take`].
-    stamped: HashSet<(u64, i64)>,
+    /// What has been stamped so far: it outlives a [`Ctx::take`].
+    stamps: Stamps,
 }
 
 /// The envelope of an event being built. Empty strings count as absent (the wire refuses them).
@@ -50,7 +51,7 @@ impl Ctx {
             errors: Vec::new(),
             skipped: 0,
             clock: Clock::new(opts.base_time.unwrap_or_default()),
-            stamped: HashSet::new(),
+            stamps: Stamps::default(),
         }
     }
 
@@ -231,7 +232,7 @@ impl Ctx {
                 e.call_id = None;
             }
         }
-        distinct_times(&mut events, &mut self.stamped);
+        self.stamps.stamp(&mut events);
         // The clock rule and the stamping add milliseconds: near the end of time (a --base-time
         // in 9999) that could pass what RFC 3339 writes, and an event must carry a time it can
         // write, as its record must.
@@ -252,52 +253,6 @@ impl Ctx {
             errors: std::mem::take(&mut self.errors),
             skipped: std::mem::take(&mut self.skipped),
         }
-    }
-}
-
-/// Stamps distinct id-less calls apart. The processor knows a repeat of an event without an id by
-/// what it says, its time to the millisecond included (docs/ARCHITECTURE.md, Correlation →
-/// Repeats); two calls one file reports alike — parallel calls with the same tool and arguments
-/// in one message, which share the message's time — would be taken for one. So an id-less
-/// announce or completion that says what an earlier one of the file said, at the same time, is
-/// moved on by a millisecond until it does not. A file read twice is stamped the same twice, and
-/// a file read in pieces (`seen` kept between them) as when read whole.
-fn distinct_times(events: &mut [Event], seen: &mut HashSet<(u64, i64)>) {
-    for e in events.iter_mut().filter(|e| e.call_id.is_none()) {
-        let what = match &e.body {
-            EventBody::Announce(a) => format!(
-                "a\0{}\0{:?}",
-                a.tool,
-                a.checksum.as_ref().map(Checksum::as_str)
-            ),
-            EventBody::Completion(c) => format!(
-                "c\0{:?}\0{:?}\0{:?}\0{}{}",
-                c.tool,
-                c.checksum.as_ref().map(Checksum::as_str),
-                c.result.as_ref().map(|j| j.as_str()),
-                c.is_error,
-                c.cancelled
-            ),
-            _ => continue,
-        };
-        // Hashed, so that a long-lived stream keeps 16 bytes per event rather than its result.
-        let key = {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::hash::DefaultHasher::new();
-            (
-                e.source.as_str(),
-                e.session.as_str(),
-                e.thread.as_ref().map(|t| t.as_str()),
-                what,
-            )
-                .hash(&mut h);
-            h.finish()
-        };
-        let mut time = e.time;
-        while !seen.insert((key, time.millis())) {
-            time = time.plus_millis(1);
-        }
-        e.time = time;
     }
 }
 

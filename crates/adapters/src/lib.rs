@@ -50,6 +50,7 @@ mod mcp;
 mod openai;
 mod otel;
 mod parsed;
+mod stamps;
 mod stream;
 #[cfg(test)]
 mod test_support;
