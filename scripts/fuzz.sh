@@ -10,6 +10,7 @@
 #   crates/model/tests/fuzz.rs        event decoding (mutated v1 events)
 #   crates/adapters/tests/fuzz.rs     every adapter, then the core and the record encoder
 #   crates/core/tests/fuzz_local.rs   local mode's path for v1 events, then the record encoder
+#   crates/core/tests/fuzz_restore.rs the restore from a damaged changelog, then more events
 #   tests/fuzz_local.rs               the `toolcalls local` binary, one process per case
 # Each prints `fuzz NAME: N cases in S s, 0 panics`; a panic fails the test with the seed of its
 # case and the path of the saved input.
@@ -26,6 +27,7 @@ tests=(
   "-p toolcalls-model --test fuzz"
   "-p toolcalls-adapters --test fuzz"
   "-p toolcalls-core --test fuzz_local"
+  "-p toolcalls-core --test fuzz_restore"
   "-p toolcalls --test fuzz_local"
 )
 

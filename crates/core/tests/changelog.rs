@@ -408,3 +408,32 @@ fn an_idless_calls_key_is_its_announce_position_through_a_restore() {
     assert_eq!(record.stream_id, None);
     assert_eq!(out.records, vec![record]);
 }
+
+/// Each kind of entry comes under its kind of key, and one number names one entry: a changelog
+/// that puts a call under a scope's key, a scope under an entry's, or entries under both `N` and
+/// `sN` is refused (two entries under one number would each take the other's place in the tables).
+#[test]
+fn restore_refuses_entries_under_the_wrong_kind_of_key() {
+    let mut h = Harness::new();
+    h.apply(ev("s").id("a").at(0).announce("A", json!({})));
+    let ops = h.c.take_changelog();
+    let value = |scope: bool| {
+        ops.iter()
+            .find(|op| op.key != "meta" && op.key.starts_with('s') == scope)
+            .and_then(|op| op.value.clone())
+            .expect("a call and its scope in the changelog")
+    };
+    let (call, scope) = (value(false), value(true));
+    let refused = |entries: Vec<(&str, Vec<u8>)>| {
+        Correlator::restore(config(), entries)
+            .err()
+            .map(|e| e.to_string())
+    };
+    assert!(refused(vec![("0", call.clone()), ("s1", scope.clone())]).is_none());
+    let e = refused(vec![("s0", call.clone())]).expect("a call under a scope's key");
+    assert!(e.contains("`s0` is not a state key"), "{e}");
+    let e = refused(vec![("1", scope.clone())]).expect("a scope under an entry's key");
+    assert!(e.contains("`1` is not a state key"), "{e}");
+    let e = refused(vec![("5", call), ("s5", scope)]).expect("two entries numbered 5");
+    assert!(e.contains("`5` and `s5` both name entry 5"), "{e}");
+}

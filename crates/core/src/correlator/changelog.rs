@@ -166,18 +166,31 @@ impl Correlator {
         let mut raw = Vec::with_capacity(entries.size_hint().0);
         for (key, value) in entries {
             let key = key.as_ref();
-            let seq = match key {
-                META_KEY => None,
-                _ => Some(
-                    scope_key_seq(key)
-                        .or_else(|| key.parse::<u64>().ok())
-                        .filter(|&seq| seq < RESTORED_SEQ_LIMIT)
-                        .ok_or_else(|| RestoreError::Key(key.chars().take(64).collect()))?,
-                ),
+            let foreign = || RestoreError::Key(key.chars().take(64).collect());
+            let (seq, scope_key) = match key {
+                META_KEY => (None, false),
+                _ => match scope_key_seq(key) {
+                    Some(seq) => (Some(seq), true),
+                    None => (key.parse::<u64>().ok(), false),
+                },
             };
-            raw.push((seq, value));
+            if seq.is_some_and(|seq| seq >= RESTORED_SEQ_LIMIT)
+                || (seq.is_none() && key != META_KEY)
+            {
+                return Err(foreign());
+            }
+            raw.push((seq, scope_key, value));
         }
-        raw.sort_by_key(|(seq, _)| *seq);
+        raw.sort_by_key(|(seq, _, _)| *seq);
+        // One number names one entry: a scope's key (`s<seq>`) and an entry's (`<seq>`) never share
+        // it in a changelog this program wrote, and two entries under one number would each take
+        // the other's place in the tables.
+        if let Some(pair) = raw
+            .windows(2)
+            .find(|w| w[0].0.is_some() && w[0].0 == w[1].0)
+        {
+            return Err(RestoreError::Duplicate(pair[0].0.unwrap_or_default()));
+        }
 
         // Decode, and make every scope with how many entries its tables will hold, so that the
         // tables are made at their size once instead of growing (growing reads every key back
@@ -185,12 +198,19 @@ impl Correlator {
         let mut sizes: Vec<[usize; 2]> = Vec::new();
         let mut live = 0;
         let mut items = Vec::with_capacity(raw.len());
-        for (seq, value) in raw {
-            let key = || seq.map_or_else(|| META_KEY.to_owned(), |s| s.to_string());
+        for (seq, scope_key, value) in raw {
+            let key = || match seq {
+                None => META_KEY.to_owned(),
+                Some(s) if scope_key => numbered_key(SCOPE_KEY_PREFIX, s),
+                Some(s) => s.to_string(),
+            };
             let entry: Entry = decode(value.as_ref())
                 .map_err(|source| RestoreError::Decode { key: key(), source })?;
             drop(value);
-            if seq.is_none() != matches!(entry, Entry::Meta(_)) {
+            // Each kind of entry under its kind of key.
+            if seq.is_none() != matches!(entry, Entry::Meta(_))
+                || scope_key != matches!(entry, Entry::Scope { .. })
+            {
                 return Err(RestoreError::Key(key()));
             }
             let (ix, ids, digests, item) = match entry {

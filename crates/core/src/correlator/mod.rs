@@ -139,6 +139,8 @@ pub enum RestoreError {
     },
     #[error("changelog key `{0}` is not a state key; the changelog topic was written by another program")]
     Key(String),
+    #[error("changelog keys `{0}` and `s{0}` both name entry {0}, which this program never writes; the changelog topic was written by another program — point the processor at its own changelog topic")]
+    Duplicate(u64),
 }
 
 /// The envelope of an event, as the handlers use it.
