@@ -15,11 +15,16 @@ pub fn ready(format: Format, bytes: &[u8]) -> Option<usize> {
     bytes.iter().rposition(|&b| b == b'\n').map(|i| i + 1)
 }
 
-/// Whether the file is one JSON document rather than lines: Gemini CLI sessions always are;
-/// another format is when it opens with `{` or `[` and its first line is not a JSON value.
+/// Whether the file is one JSON document rather than lines: Gemini CLI sessions always are; a
+/// format that may be a document is when it opens with `{` or `[` and its first line is not a JSON
+/// value. A line format never is: its first line may be cut or corrupt, and the lines after it are
+/// read all the same.
 pub fn is_document(format: Format, bytes: &[u8]) -> bool {
     if format == Format::GeminiCli {
         return true;
+    }
+    if !format.reads_documents() {
+        return false;
     }
     let start = bytes
         .iter()
@@ -53,5 +58,17 @@ mod tests {
         let pretty = b"{\n  \"resourceSpans\": []\n}";
         assert_eq!(ready(Format::Otel, &pretty[..12]), None);
         assert_eq!(ready(Format::Otel, pretty), Some(pretty.len()));
+    }
+
+    #[test]
+    fn a_line_format_whose_first_line_is_cut_is_still_read_by_line() {
+        let file = b"{\"type\":\"user\",\"mess\n{\"type\":\"user\"}\n{\"type\":";
+        for format in [Format::ClaudeCode, Format::Codex, Format::Adk, Format::Mcp] {
+            assert!(!is_document(format, file), "{format:?}");
+            assert_eq!(ready(format, file), Some(37), "{format:?}");
+        }
+        // A format that may be a document waits for it to be one.
+        assert!(is_document(Format::Otel, file));
+        assert_eq!(ready(Format::Otel, file), None);
     }
 }

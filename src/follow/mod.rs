@@ -352,6 +352,11 @@ impl Follower {
         };
         t.format = Some(format);
         let Some(ready) = complete::ready(format, &bytes) else {
+            // Said once: a document caught half-written is read at its next change, but one
+            // that stays broken would otherwise be waited for in silence.
+            if complete::is_document(format, &bytes) && t.said.insert("incomplete".into()) {
+                eprintln!("toolcalls ingest: {name} is not one complete JSON document ({}) yet; it is read once it is", format.name());
+            }
             return Ok(());
         };
         if t.cp.ino != 0 && !same_file {

@@ -53,6 +53,22 @@ impl Format {
         Format::Adk,
     ];
 
+    /// Whether a file of this format may be one JSON document (pretty-printed, or an array of
+    /// bodies) rather than one value per line: Gemini CLI sessions always are, and API bodies and
+    /// OTLP exports may be (`bodies::each_value`, `otel::parse`). The other formats are read line
+    /// by line, whatever their first line holds.
+    pub fn reads_documents(self) -> bool {
+        matches!(
+            self,
+            Format::GeminiCli
+                | Format::Gemini
+                | Format::Anthropic
+                | Format::OpenaiChat
+                | Format::OpenaiResponses
+                | Format::Otel
+        )
+    }
+
     /// The `--format` name (kebab-case).
     pub fn name(self) -> &'static str {
         match self {

@@ -1,0 +1,105 @@
+//! `ingest --follow` on files that are partly broken: it delivers what a one-shot `ingest` of the
+//! same file delivers, and says what it cannot read instead of waiting on it in silence.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("toolcalls-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn toolcalls() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_toolcalls"));
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("TOOLCALLS_") {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
+fn sample(name: &str) -> Vec<u8> {
+    std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("crates/adapters/tests/data")
+            .join(name),
+    )
+    .unwrap()
+}
+
+/// `ingest` of `file` as `format` into `out`, with `--follow --once` or without.
+fn ingest(format: &str, file: &Path, out: &Path, follow: Option<&Path>) -> Output {
+    let _ = std::fs::remove_file(out);
+    let mut c = toolcalls();
+    c.args(["ingest", "--format", format]);
+    if let Some(checkpoints) = follow {
+        c.args(["--follow", "--once", "--checkpoint-dir"])
+            .arg(checkpoints);
+    }
+    c.arg("--out").arg(out).arg(file).output().unwrap()
+}
+
+fn events(out: &Path) -> Vec<String> {
+    std::fs::read_to_string(out)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A transcript whose first line was cut (opening with `{`, like a JSON document) is still a
+/// file of lines: the follower reads the lines after it, as `ingest` does.
+#[test]
+fn a_line_format_with_a_cut_first_line_is_read_by_line() {
+    let d = dir("follow-cut-first-line");
+    let file = d.join("session.jsonl");
+    for (format, name) in [
+        ("claude-code", "claude-subagent-agent-a3f9c1e.jsonl"),
+        ("codex", "codex-rollout-custom-tools.jsonl"),
+        ("mcp", "mcp-proxy.jsonl"),
+    ] {
+        let mut bytes = b"{\"type\":\"user\",\"mess\n".to_vec();
+        bytes.extend(sample(name));
+        std::fs::write(&file, &bytes).unwrap();
+        let one_shot = ingest(format, &file, &d.join("one-shot.jsonl"), None);
+        let expected = events(&d.join("one-shot.jsonl"));
+        assert!(
+            !expected.is_empty(),
+            "{format}: {}",
+            String::from_utf8_lossy(&one_shot.stderr)
+        );
+        let checkpoints = d.join(format!("checkpoints-{format}"));
+        let followed = ingest(format, &file, &d.join("followed.jsonl"), Some(&checkpoints));
+        assert!(
+            followed.status.success(),
+            "{format}: {}",
+            String::from_utf8_lossy(&followed.stderr)
+        );
+        assert_eq!(events(&d.join("followed.jsonl")), expected, "{format}");
+        let said = String::from_utf8_lossy(&followed.stderr);
+        assert!(
+            said.contains(":1:"),
+            "{format}: the cut line is reported: {said}"
+        );
+    }
+}
+
+/// A document that is not complete JSON is waited for — it may be half-written — but said once.
+#[test]
+fn a_broken_document_is_said_not_waited_on_in_silence() {
+    let d = dir("follow-broken-document");
+    let file = d.join("spans.json");
+    std::fs::write(&file, b"{\n  \"resourceSpans\": [\n    {\"resource\": \n").unwrap();
+    let out = d.join("followed.jsonl");
+    let followed = ingest("otel", &file, &out, Some(&d.join("checkpoints")));
+    assert!(followed.status.success());
+    assert!(events(&out).is_empty());
+    let said = String::from_utf8_lossy(&followed.stderr);
+    assert!(
+        said.contains("spans.json is not one complete JSON document (otel) yet"),
+        "{said}"
+    );
+}
