@@ -209,13 +209,13 @@ fn follow(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
         Some(out) if out.as_os_str() == "-" => {
             crate::follow::Outlet::Lines(Box::new(std::io::stdout()))
         }
-        Some(out) => crate::follow::Outlet::Lines(Box::new(BufWriter::new(
+        Some(out) => crate::follow::Outlet::File(BufWriter::new(
             std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(out)
                 .with_context(|| format!("cannot open {}; check the --out path", out.display()))?,
-        ))),
+        )),
     };
     let settings = crate::follow::Settings {
         paths: args.files.clone(),

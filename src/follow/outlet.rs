@@ -1,15 +1,19 @@
 //! Where `ingest --follow` delivers, and how it knows an event is safe: the Kafka input topics,
 //! where an event counts once the brokers acknowledged it, or JSON lines (`--out`), once written
-//! and flushed.
+//! and flushed — to a file, once on disk (the checkpoint that counts them is, so they must be
+//! first: else a power loss would leave the checkpoint counting events the file lost).
 
 use anyhow::Context;
-use std::io::Write;
+use std::fs::File;
+use std::io::{BufWriter, Write};
 use toolcalls_model::Event;
 use toolcalls_producer::Publisher;
 
 pub enum Outlet {
     Kafka(Publisher),
+    /// Standard output.
     Lines(Box<dyn Write>),
+    File(BufWriter<File>),
 }
 
 impl Outlet {
@@ -17,10 +21,8 @@ impl Outlet {
     pub fn send(&mut self, event: &Event, payload: &[u8]) -> anyhow::Result<()> {
         match self {
             Outlet::Kafka(p) => Ok(p.send(event, payload)?),
-            Outlet::Lines(w) => w
-                .write_all(payload)
-                .and_then(|()| w.write_all(b"\n"))
-                .context("cannot write an event"),
+            Outlet::Lines(w) => write_line(w, payload),
+            Outlet::File(w) => write_line(w, payload),
         }
     }
 
@@ -33,6 +35,16 @@ impl Outlet {
                 Ok(())
             }
             Outlet::Lines(w) => w.flush().context("cannot write the events"),
+            Outlet::File(w) => w
+                .flush()
+                .and_then(|()| w.get_ref().sync_data())
+                .context("cannot write the events to disk"),
         }
     }
+}
+
+fn write_line(w: &mut impl Write, payload: &[u8]) -> anyhow::Result<()> {
+    w.write_all(payload)
+        .and_then(|()| w.write_all(b"\n"))
+        .context("cannot write an event")
 }
