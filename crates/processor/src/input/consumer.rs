@@ -79,8 +79,18 @@ pub(crate) fn run_consumer_loop(
     let ctx = consumer.context().clone();
     let mut buffers: HashMap<i32, InBatch> = HashMap::new();
     let mut queues: HashMap<i32, Queues> = HashMap::new();
+    // Activations whose seek failed, tried again after `SEEK_RETRY` (see `activate`).
+    let mut unsought: Vec<Unsought> = Vec::new();
+    let mut retry_at = std::time::Instant::now();
     'outer: loop {
         let mut busy = false;
+        if !unsought.is_empty() && std::time::Instant::now() >= retry_at {
+            busy = true;
+            for u in std::mem::take(&mut unsought) {
+                activate_or_retry(&consumer, &ctx, &cfg, u, &mut queues, &mut unsought);
+            }
+            retry_at = std::time::Instant::now() + SEEK_RETRY;
+        }
         loop {
             match commands.try_recv() {
                 Ok(ConsumerCmd::Activate {
@@ -89,12 +99,17 @@ pub(crate) fn run_consumer_loop(
                     sink,
                 }) => {
                     busy = true;
-                    if let Some(q) = activate(&consumer, &ctx, partition, offsets, sink, &cfg) {
-                        queues.insert(partition, q);
-                    }
+                    let u = Unsought {
+                        partition,
+                        offsets,
+                        sink,
+                    };
+                    activate_or_retry(&consumer, &ctx, &cfg, u, &mut queues, &mut unsought);
+                    retry_at = std::time::Instant::now() + SEEK_RETRY;
                 }
                 Ok(ConsumerCmd::Deactivate { partition }) => {
                     busy = true;
+                    unsought.retain(|u| u.partition != partition);
                     ctx.routes().active.remove(&partition);
                     queues.remove(&partition);
                     if let Err(e) = consumer.pause(&ctx.both(&[partition])) {
@@ -253,21 +268,59 @@ fn take(
     );
 }
 
-/// Seeks a restored partition to `offsets`, routes it to `sink` and resumes it; its queues, or
-/// `None` when it is no longer assigned (or librdkafka gave no queues: then it is read from the
-/// group queue).
-fn activate(
-    consumer: &Arc<GroupConsumer>,
-    ctx: &ConsumerCtx,
+/// How long a partition whose seek failed waits before it is tried again.
+const SEEK_RETRY: Duration = Duration::from_millis(500);
+
+/// A partition to activate: where its input resumes and where its batches go.
+struct Unsought {
     partition: i32,
     offsets: [Offset; 2],
     sink: PartitionSink,
+}
+
+/// [`activate`]s `u`; one whose seek failed stays paused and unrouted and goes to `retry`.
+fn activate_or_retry(
+    consumer: &Arc<GroupConsumer>,
+    ctx: &ConsumerCtx,
     cfg: &LoopConfig,
-) -> Option<Queues> {
+    u: Unsought,
+    queues: &mut HashMap<i32, Queues>,
+    retry: &mut Vec<Unsought>,
+) {
+    let partition = u.partition;
+    match activate(consumer, ctx, u, cfg) {
+        Activation::Active(Some(q)) => {
+            queues.insert(partition, q);
+        }
+        Activation::Active(None) | Activation::NotAssigned => {}
+        Activation::SeekFailed(u) => retry.push(u),
+    }
+}
+
+enum Activation {
+    /// Sought, routed and resumed, with its queues (`None`: librdkafka gave none, so it is read
+    /// from the group queue).
+    Active(Option<Queues>),
+    NotAssigned,
+    /// It stays paused and unrouted: resumed from wherever librdkafka's position is, it would
+    /// skip what an aborted batch had consumed (or read again what it has applied).
+    SeekFailed(Unsought),
+}
+
+/// Seeks a restored partition to its offsets, routes it to its sink and resumes it, unless it is
+/// no longer assigned or the seek fails.
+fn activate(
+    consumer: &Arc<GroupConsumer>,
+    ctx: &ConsumerCtx,
+    u: Unsought,
+    cfg: &LoopConfig,
+) -> Activation {
+    let partition = u.partition;
     let mut tpl = TopicPartitionList::new();
-    for (topic, offset) in ctx.topics.iter().zip(offsets) {
+    for (topic, &offset) in ctx.topics.iter().zip(&u.offsets) {
         if let Err(e) = tpl.add_partition_offset(topic, partition, offset) {
-            tracing::warn!(partition, error = %e, "bad offset");
+            tracing::error!(partition, error = %e, "bad offset to resume a partition from; it stays paused, tried again");
+            return Activation::SeekFailed(u);
         }
     }
     if !consumer
@@ -276,7 +329,7 @@ fn activate(
         .unwrap_or(false)
     {
         tracing::info!(partition, "partition no longer assigned, not activating it");
-        return None;
+        return Activation::NotAssigned;
     }
     // Queues of its own before anything is fetched from the seek position on: while it was
     // paused, its messages (dropped unrouted) came through the group queue.
@@ -297,22 +350,32 @@ fn activate(
             "no partition queues; reading the partition from the group queue"
         );
     }
-    match consumer.seek_partitions(tpl, cfg.seek_timeout) {
-        Ok(result) => {
-            for e in result.elements() {
-                if let Err(err) = e.error() {
-                    tracing::warn!(partition, topic = e.topic(), error = %err, "seek failed");
-                }
+    let failed = match consumer.seek_partitions(tpl, cfg.seek_timeout) {
+        Ok(result) => result.elements().iter().any(|e| match e.error() {
+            Ok(()) => false,
+            Err(err) => {
+                tracing::warn!(partition, topic = e.topic(), error = %err, "seek failed; the partition stays paused, tried again");
+                true
             }
+        }),
+        Err(e) => {
+            tracing::warn!(partition, error = %e, "seek failed; the partition stays paused, tried again");
+            true
         }
-        Err(e) => tracing::warn!(partition, error = %e, "seek failed"),
+    };
+    if failed {
+        return Activation::SeekFailed(u);
     }
-    ctx.routes().active.insert(partition, sink);
+    ctx.routes().active.insert(partition, u.sink);
     if let Err(e) = consumer.resume(&ctx.both(&[partition])) {
         tracing::warn!(partition, error = %e, "resuming a restored partition failed");
     }
-    PartitionResumed { partition, offsets }.emit();
-    queues
+    PartitionResumed {
+        partition,
+        offsets: u.offsets,
+    }
+    .emit();
+    Activation::Active(queues)
 }
 
 /// Hands every partition's batch over.
