@@ -133,6 +133,8 @@ pub struct FileSummary {
     pub bad_lines: u64,
     pub skipped: u64,
     pub sessions: u64,
+    /// Events read but too large for a Kafka message: reported and left out.
+    pub too_large: u64,
 }
 
 /// Publishes to the input topics, keyed by session.
@@ -286,7 +288,17 @@ pub fn run(args: &Args, sink: &mut dyn Sink) -> anyhow::Result<Vec<FileSummary>>
         for event in &events {
             *summary.events.entry(event.kind()).or_default() += 1;
             sessions.insert(event.session.as_str());
-            sink.send(partition_key(event), event, &event.encode())?;
+            if let Err(e) = sink.send(partition_key(event), event, &event.encode()) {
+                if !is_too_large(&e) {
+                    return Err(e);
+                }
+                summary.too_large += 1;
+                let said = left_out(&name, event, &e);
+                eprintln!("{said}");
+                if o.strict {
+                    bail!("{said}; stopping because of --strict");
+                }
+            }
             total += 1;
             progress.tick(total, &name);
         }
@@ -312,6 +324,27 @@ fn read(path: &Path) -> anyhow::Result<(String, Vec<u8>)> {
     Ok((path.display().to_string(), bytes))
 }
 
+/// Whether `e` is an event too large for a Kafka message: reported and left out, not the end.
+pub fn is_too_large(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<toolcalls_producer::PublishError>(),
+        Some(toolcalls_producer::PublishError::TooLarge { .. })
+    )
+}
+
+/// What is said of an event of file `name` left out for `why`.
+pub fn left_out(name: &str, event: &Event, why: &dyn std::fmt::Display) -> String {
+    let call = event
+        .call_id
+        .as_ref()
+        .map_or(String::new(), |id| format!(", call {}", id.as_str()));
+    format!(
+        "{name}: the {} event of session {}{call}: {why}",
+        event.kind(),
+        event.session.as_str()
+    )
+}
+
 fn print_summary(files: &[FileSummary]) {
     let events: u64 = files.iter().flat_map(|f| f.events.values()).sum();
     let bad: u64 = files.iter().map(|f| f.bad_lines).sum();
@@ -334,6 +367,12 @@ fn print_summary(files: &[FileSummary]) {
             f.bad_lines,
             f.skipped
         );
+        if f.too_large > 0 {
+            eprintln!(
+                "  {}: {} events too large for a Kafka message, left out",
+                f.name, f.too_large
+            );
+        }
     }
 }
 

@@ -458,7 +458,17 @@ fn http_text(url: &str) -> String {
 fn bad_payloads_are_refused_and_publish_nothing() {
     let s = topics("recv-bad");
     let token = "t0ken-for-the-test";
-    let r = Receiver::start(&s, &["--token", token, "--max-body-bytes", "4096"]);
+    let r = Receiver::start(
+        &s,
+        &[
+            "--token",
+            token,
+            "--max-body-bytes",
+            "4096",
+            "--kafka",
+            "message.max.bytes=2000",
+        ],
+    );
     let auth = format!("Authorization: Bearer {token}");
     let hook = r#"{"session_id":"bad","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"ls"},"tool_use_id":"toolu_bad_1"}"#;
     let event = r#"{"v":1,"kind":"announce","source":"t","session":"bad","callId":"c1","time":"2026-01-01T00:00:00Z","tool":"ls"}"#;
@@ -554,6 +564,22 @@ fn bad_payloads_are_refused_and_publish_nothing() {
     let c = post("/v1/events", &[], big.as_bytes());
     assert_eq!(c.status, 413, "{}", c.body);
     assert!(reason(&c).contains("4096"), "{}", c.body);
+    // An event larger than a Kafka message may be (message.max.bytes): 413 as well, and nothing
+    // of the request published, not even the event before it.
+    let large = event.replace("\"c1\"", "\"c2\"").replace(
+        "\"tool\":\"ls\"",
+        &format!(
+            "\"tool\":\"ls\",\"args\":{{\"p\":\"{}\"}}",
+            "x".repeat(2_500)
+        ),
+    );
+    let c = post("/v1/events", &[], format!("{event}\n{large}\n").as_bytes());
+    assert_eq!(c.status, 413, "{}", c.body);
+    assert!(
+        reason(&c).contains("larger than a Kafka message may be here (2000 bytes"),
+        "{}",
+        c.body
+    );
 
     // Then one good request: once it is acknowledged, its event is all the topics hold.
     let c = post("/v1/events", &[], event.as_bytes());
@@ -571,7 +597,7 @@ fn bad_payloads_are_refused_and_publish_nothing() {
         r#"toolcalls_receive_requests_total{route="hooks/claude-code",status="401"} 2"#,
         r#"toolcalls_receive_requests_total{route="hooks/claude-code",status="400"} 2"#,
         r#"toolcalls_receive_requests_total{route="traces",status="415"} 2"#,
-        r#"toolcalls_receive_requests_total{route="events",status="413"} 1"#,
+        r#"toolcalls_receive_requests_total{route="events",status="413"} 2"#,
         r#"toolcalls_receive_events_total{route="events"} 1"#,
     ] {
         assert!(metrics.contains(line), "{line} in\n{metrics}");

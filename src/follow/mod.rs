@@ -386,8 +386,9 @@ impl Follower {
             let digest = identity::event_digest(&payload);
             let n = held.entry(digest).or_default();
             *n += 1;
-            if *n > t.cp.delivered.count(digest) {
-                self.out.send(event, &payload)?;
+            if *n > t.cp.delivered.count(digest)
+                && send(&mut self.out, t, &name, event, &payload, self.s.strict)?
+            {
                 fresh.push(digest);
             }
         }
@@ -432,10 +433,12 @@ impl Follower {
         let parsed = stream.push(&tail.bytes[..=end]);
         say_errors(t, &parsed, self.s.strict)?;
         let mut fresh = Vec::with_capacity(parsed.events.len());
+        let name = path.display().to_string();
         for event in &parsed.events {
             let payload = event.encode();
-            self.out.send(event, &payload)?;
-            fresh.push(identity::event_digest(&payload));
+            if send(&mut self.out, t, &name, event, &payload, self.s.strict)? {
+                fresh.push(identity::event_digest(&payload));
+            }
         }
         confirm(&mut self.out, &self.metrics, format, fresh.len())?;
         for d in &fresh {
@@ -513,6 +516,32 @@ fn appended(path: &Path, cp: &Checkpoint) -> std::io::Result<Option<Tail>> {
     let mut bytes = Vec::new();
     f.read_to_end(&mut bytes)?;
     Ok(Some(Tail { bytes, fingerprint }))
+}
+
+/// Sends `event` of file `name`; one too large for a Kafka message is said once and left out, as
+/// a bad line is (with `--strict` it stops the follower). Whether it was sent.
+fn send(
+    out: &mut Outlet,
+    t: &mut Tracked,
+    name: &str,
+    event: &toolcalls_model::Event,
+    payload: &[u8],
+    strict: bool,
+) -> anyhow::Result<bool> {
+    match out.send(event, payload) {
+        Ok(()) => Ok(true),
+        Err(e) if crate::ingest::is_too_large(&e) => {
+            let said = crate::ingest::left_out(name, event, &e);
+            if t.said.insert(said.clone()) {
+                eprintln!("toolcalls ingest: {said}");
+            }
+            if strict {
+                anyhow::bail!("{said}; stopping because of --strict");
+            }
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Says each bad line once; with `--strict` the first one stops the follower.

@@ -28,8 +28,18 @@ impl ClientContext for Context {
     }
 }
 
+/// Why a request's events were not all delivered.
+pub enum Undelivered {
+    /// The brokers did not acknowledge them all (some may have arrived): the client retries.
+    Retry(String),
+    /// An event is larger than a Kafka message may be: nothing of the request was sent, and a
+    /// retry would fail the same way.
+    TooLarge(String),
+}
+
 pub struct Deliverer {
     producer: FutureProducer<Context>,
+    settings: PublishSettings,
     announce_topic: String,
     completion_topic: String,
     timeout: Duration,
@@ -57,11 +67,12 @@ impl Deliverer {
             })?;
         Ok(Deliverer {
             producer,
-            announce_topic: settings.announce_topic,
-            completion_topic: settings.completion_topic,
+            announce_topic: settings.announce_topic.clone(),
+            completion_topic: settings.completion_topic.clone(),
             timeout: settings.flush_timeout,
             watch,
-            brokers: settings.brokers,
+            brokers: settings.brokers.clone(),
+            settings,
         })
     }
 
@@ -73,16 +84,35 @@ impl Deliverer {
     }
 
     /// Publishes `events` and waits until the brokers acknowledged every one, for at most the
-    /// delivery timeout. The error says why not (some may have been delivered).
-    pub async fn deliver(&self, events: &[Event]) -> Result<(), String> {
+    /// delivery timeout. The error says why not: an event too large to send (then none was
+    /// sent), or what kept the brokers from acknowledging them (some may have been delivered).
+    pub async fn deliver(&self, events: &[Event]) -> Result<(), Undelivered> {
+        let payloads: Vec<Vec<u8>> = events.iter().map(Event::encode).collect();
+        for (event, payload) in events.iter().zip(&payloads) {
+            if let Err(e) = self
+                .settings
+                .check_size(event.session.as_str().as_bytes(), payload)
+            {
+                return Err(Undelivered::TooLarge(format!(
+                    "the {} event of session {}: {e}",
+                    event.kind(),
+                    event.session.as_str()
+                )));
+            }
+        }
+        self.send_all(events, &payloads)
+            .await
+            .map_err(Undelivered::Retry)
+    }
+
+    async fn send_all(&self, events: &[Event], payloads: &[Vec<u8>]) -> Result<(), String> {
         let deadline = Instant::now() + self.timeout;
         let mut waiting = Vec::with_capacity(events.len());
-        for event in events {
-            let payload = event.encode();
+        for (event, payload) in events.iter().zip(payloads) {
             let key = event.session.as_str().as_bytes();
             let topic = self.topic_for(event);
             loop {
-                let record = FutureRecord::to(topic).key(key).payload(&payload);
+                let record = FutureRecord::to(topic).key(key).payload(payload);
                 match self.producer.send_result(record) {
                     Ok(future) => {
                         waiting.push(future);

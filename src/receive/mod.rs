@@ -4,7 +4,8 @@
 //!
 //! A request is answered 2xx only once the brokers acknowledged every event it gave; 400 (with
 //! the reason) when any part of it cannot be read, and then nothing of it is published; 413 over
-//! `--max-body-bytes`; 401 without the token when `--token` is set; 503 when the brokers did not
+//! `--max-body-bytes` or for an event larger than a Kafka message may be (nothing published
+//! either); 401 without the token when `--token` is set; 503 when the brokers did not
 //! acknowledge within the delivery timeout (the client retries; the processor drops repeats).
 //! docs/OPERATIONS.md, "Receiving over HTTP", is the user's account.
 //!

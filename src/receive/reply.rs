@@ -1,6 +1,7 @@
 //! Answers every route shares: errors as `{"error": "…"}` with a status, the body read within
 //! the size limit, and a request's events delivered before it is answered.
 
+use super::deliver::Undelivered;
 use super::state::Shared;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -79,7 +80,14 @@ pub async fn deliver(s: &Shared, route: &'static str, events: &[Event]) -> Resul
             s.metrics.events(route, events.len());
             Ok(())
         }
-        Err(why) => {
+        Err(Undelivered::TooLarge(why)) => {
+            tracing::warn!(route, events = events.len(), "not sent: {why}");
+            Err(Refusal {
+                status: StatusCode::PAYLOAD_TOO_LARGE,
+                message: format!("{why}; nothing of this request was published"),
+            })
+        }
+        Err(Undelivered::Retry(why)) => {
             tracing::warn!(route, events = events.len(), "not delivered: {why}");
             Err(Refusal {
                 status: StatusCode::SERVICE_UNAVAILABLE,

@@ -112,3 +112,69 @@ fn delivery_failures_are_reported_not_swallowed() {
         "{e}"
     );
 }
+
+/// An event larger than a Kafka message may be is reported, named and left out; the events around
+/// it are delivered and the run ends as with a bad line (with `--strict`, it stops there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_too_large_for_kafka_is_reported_and_left_out() {
+    let s = settings("ingest-too-large");
+    create_topics(&s, 1).await;
+    let hook = |event: &str, id: &str, response: &str| {
+        serde_json::json!({
+            "session_id": "big-session",
+            "hook_event_name": event,
+            "tool_name": "Read",
+            "tool_input": {"file_path": "/a"},
+            "tool_use_id": id,
+            "tool_response": response,
+            "timestamp": "2026-02-14T09:12:00.112Z",
+        })
+        .to_string()
+    };
+    let lines = [
+        hook("PreToolUse", "toolu_small", ""),
+        hook("PostToolUse", "toolu_small", "fine"),
+        hook("PreToolUse", "toolu_big", ""),
+        hook("PostToolUse", "toolu_big", &"x".repeat(5_000)),
+    ];
+    let file =
+        std::env::temp_dir().join(format!("toolcalls-too-large-{}.jsonl", std::process::id()));
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let ingest = |strict: bool| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_toolcalls"));
+        c.env_clear()
+            .args([
+                "ingest",
+                "--format",
+                "claude-code-hooks",
+                "--brokers",
+                &s.brokers,
+            ])
+            .args(["--announce-topic", &s.topics.announce])
+            .args(["--completion-topic", &s.topics.completion])
+            .args(["--kafka", "message.max.bytes=2000"]);
+        if strict {
+            c.arg("--strict");
+        }
+        c.arg(&file).output().unwrap()
+    };
+    let out = ingest(false);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("the completion event of session big-session, call toolu_big")
+            && said.contains("larger than a Kafka message may be here (2000 bytes")
+            && said.contains("1 events too large for a Kafka message, left out"),
+        "{said}"
+    );
+    let delivered = read_to_end(&s.topics.announce).len() + read_to_end(&s.topics.completion).len();
+    assert_eq!(delivered, 3, "every event but the large one: {said}");
+
+    let strict = ingest(true);
+    assert_eq!(
+        strict.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&strict.stderr)
+    );
+}

@@ -79,6 +79,8 @@ pub enum PublishError {
     Create(KafkaError),
     #[error("Kafka refused an event ({0})")]
     Send(KafkaError),
+    #[error("an event of {bytes} bytes is larger than a Kafka message may be here ({max} bytes: librdkafka's message.max.bytes; raise it with --kafka message.max.bytes=N, and the topics' max.message.bytes with it); it was left out")]
+    TooLarge { bytes: usize, max: usize },
     #[error("gave up after {waited:?} (the delivery timeout, --delivery-timeout): {}", trouble_words(*trouble, brokers, reason))]
     Unreachable {
         trouble: Trouble,
@@ -171,6 +173,28 @@ impl PublishSettings {
     /// The librdkafka configuration every producer of the input topics uses (`ingest`,
     /// `receive`): keyed by session with `murmur2_random`, idempotent, the delivery timeout as
     /// `message.timeout.ms`, no topic auto-creation; then the `--kafka` properties.
+    /// The largest message (key and payload) the producer takes: librdkafka's
+    /// `message.max.bytes`, as `kafka` sets it or by default.
+    pub fn max_message_bytes(&self) -> usize {
+        const LIBRDKAFKA_DEFAULT: usize = 1_000_000;
+        self.kafka
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "message.max.bytes")
+            .and_then(|(_, v)| v.trim().parse().ok())
+            .unwrap_or(LIBRDKAFKA_DEFAULT)
+    }
+
+    /// Whether an event with this key and payload is one the producer takes; else the error
+    /// that says so.
+    pub fn check_size(&self, key: &[u8], payload: &[u8]) -> Result<(), PublishError> {
+        let (bytes, max) = (key.len() + payload.len(), self.max_message_bytes());
+        if bytes > max {
+            return Err(PublishError::TooLarge { bytes, max });
+        }
+        Ok(())
+    }
+
     pub fn client_config(&self, client_id: &str) -> ClientConfig {
         let timeout_ms = self.flush_timeout.as_millis().clamp(1, i32::MAX as u128);
         let mut c = ClientConfig::new();
@@ -315,9 +339,12 @@ impl Publisher {
     }
 
     /// Enqueues one event (`payload` is its encoding), waiting while librdkafka's queue is full.
+    /// An event too large to be sent is [`PublishError::TooLarge`]: the caller reports it and goes
+    /// on, as with a bad line.
     pub fn send(&self, event: &Event, payload: &[u8]) -> Result<(), PublishError> {
         let topic = self.topic_for(event).to_owned();
         let key = event.session.as_str().as_bytes();
+        self.settings.check_size(key, payload)?;
         let mut record = BaseRecord::to(&topic).key(key).payload(payload);
         loop {
             match self.producer.send(record) {
@@ -328,6 +355,12 @@ impl Publisher {
                     // delivered leave it at the delivery timeout); give it a moment.
                     self.producer.poll(Duration::from_millis(10));
                     self.watch.tick();
+                }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge), _)) => {
+                    return Err(PublishError::TooLarge {
+                        bytes: key.len() + payload.len(),
+                        max: self.settings.max_message_bytes(),
+                    })
                 }
                 Err((e, _)) => return Err(PublishError::Send(e)),
             }
