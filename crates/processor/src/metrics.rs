@@ -76,6 +76,9 @@ pub struct Metrics {
     /// Attempts to abort a transaction that the broker did not confirm in time, and were repeated.
     pub abort_retries: IntCounter,
     pub commit_duration: Histogram,
+    /// Errors reading the input that are not the brokers' being out of reach: `consume` (a
+    /// message librdkafka could not read) and `seek` (a partition's seek on activation failed).
+    pub consumer_errors: IntCounterVec,
     /// Group rebalance events by kind (assign, revoke, lost).
     pub rebalances: IntCounterVec,
     pub restore_duration: Histogram,
@@ -156,6 +159,7 @@ impl Metrics {
             transactions: counter_vec(r, "toolcalls_output_transactions_total", "Batches committed or aborted (at-least-once checkpoints included), and producers fenced.", &["result"]),
             abort_retries: counter(r, "toolcalls_output_abort_retries_total", "Aborts of a transaction that the broker did not confirm in time and were tried again."),
             commit_duration: histogram(r, "toolcalls_output_commit_duration_seconds", "Time to commit one batch.", latency.clone()),
+            consumer_errors: counter_vec(r, "toolcalls_consumer_errors_total", "Errors reading the input other than the brokers being out of reach, by kind: consume (a message librdkafka could not read), seek (a partition's seek on activation failed; it stays paused and is sought again).", &["kind"]),
             rebalances: counter_vec(r, "toolcalls_group_rebalances_total", "Rebalance events, by kind (assign, revoke, lost).", &["kind"]),
             restore_duration: histogram(r, "toolcalls_restore_duration_seconds", "Time to rebuild a partition's state from the changelog.", latency),
             restore_records: counter(r, "toolcalls_restore_records_total", "Changelog records read while restoring."),
@@ -184,6 +188,9 @@ impl Metrics {
         }
         for k in ["assign", "revoke", "lost"] {
             m.rebalances.with_label_values(&[k]);
+        }
+        for k in ["consume", "seek"] {
+            m.consumer_errors.with_label_values(&[k]);
         }
         m
     }

@@ -235,6 +235,10 @@ fn consume_error(ctx: &ConsumerCtx, partition: Option<i32>, e: &KafkaError) {
         ctx.watch.tick();
         return;
     }
+    ctx.metrics
+        .consumer_errors
+        .with_label_values(&["consume"])
+        .inc();
     match partition {
         Some(p) => tracing::warn!(partition = p, error = %e, "consume error"),
         None => tracing::warn!(error = %e, "consume error"),
@@ -320,6 +324,10 @@ fn activate(
     for (topic, &offset) in ctx.topics.iter().zip(&u.offsets) {
         if let Err(e) = tpl.add_partition_offset(topic, partition, offset) {
             tracing::error!(partition, error = %e, "bad offset to resume a partition from; it stays paused, tried again");
+            ctx.metrics
+                .consumer_errors
+                .with_label_values(&["seek"])
+                .inc();
             return Activation::SeekFailed(u);
         }
     }
@@ -364,6 +372,10 @@ fn activate(
         }
     };
     if failed {
+        ctx.metrics
+            .consumer_errors
+            .with_label_values(&["seek"])
+            .inc();
         return Activation::SeekFailed(u);
     }
     ctx.routes().active.insert(partition, u.sink);
