@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 /// What one `PATH` argument names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
-    /// A file (that may not exist yet).
+    /// A file, or a path that does not exist yet: whatever is made there — a file, or a
+    /// directory then searched as [`Target::Dir`] is — is followed.
     File(PathBuf),
     /// A directory, searched at every depth.
     Dir(PathBuf),
@@ -51,23 +52,13 @@ pub fn files(targets: &[Target]) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for t in targets {
         match t {
+            Target::File(p) if p.is_dir() => walk(p, &mut transcript_like, &mut out),
             Target::File(p) => {
                 if p.is_file() {
                     out.push(p.clone());
                 }
             }
-            Target::Dir(d) => walk(
-                d,
-                &mut |p| {
-                    let name = p
-                        .file_name()
-                        .map(|n| n.to_string_lossy())
-                        .unwrap_or_default();
-                    let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
-                    !name.starts_with('.') && EXTENSIONS.contains(&ext)
-                },
-                &mut out,
-            ),
+            Target::Dir(d) => walk(d, &mut transcript_like, &mut out),
             Target::Glob { base, parts } => walk(
                 base,
                 &mut |p| {
@@ -87,6 +78,16 @@ pub fn files(targets: &[Target]) -> Vec<PathBuf> {
     out.sort();
     out.dedup();
     out
+}
+
+/// Whether a file found in a directory is one to follow: not hidden, of a transcript extension.
+fn transcript_like(p: &Path) -> bool {
+    let name = p
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
+    !name.starts_with('.') && EXTENSIONS.contains(&ext)
 }
 
 /// Every regular file under `dir` (symbolic links to files included, to directories not
@@ -204,6 +205,19 @@ mod tests {
         );
         let glob = dir.join("**/agent-*.jsonl");
         assert_eq!(files(&[Target::of(&glob)]), [sub.join("agent-a.jsonl")]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_path_made_a_directory_after_the_start_is_searched() {
+        let dir = std::env::temp_dir().join(format!("toolcalls-scan-late-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let target = Target::of(&dir);
+        assert!(files(std::slice::from_ref(&target)).is_empty());
+        std::fs::create_dir_all(dir.join("proj")).unwrap();
+        std::fs::write(dir.join("proj/s1.jsonl"), "{}\n").unwrap();
+        std::fs::write(dir.join("proj/notes.txt"), "x").unwrap();
+        assert_eq!(files(&[target]), [dir.join("proj/s1.jsonl")]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
