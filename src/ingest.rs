@@ -289,11 +289,11 @@ pub fn run(args: &Args, sink: &mut dyn Sink) -> anyhow::Result<Vec<FileSummary>>
             *summary.events.entry(event.kind()).or_default() += 1;
             sessions.insert(event.session.as_str());
             if let Err(e) = sink.send(partition_key(event), event, &event.encode()) {
-                if !is_too_large(&e) {
+                if !crate::left_out::is_too_large(&e) {
                     return Err(e);
                 }
                 summary.too_large += 1;
-                let said = left_out(&name, event, &e);
+                let said = crate::left_out::said(&name, event, &e);
                 eprintln!("{said}");
                 if o.strict {
                     bail!("{said}; stopping because of --strict");
@@ -322,27 +322,6 @@ fn read(path: &Path) -> anyhow::Result<(String, Vec<u8>)> {
     }
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     Ok((path.display().to_string(), bytes))
-}
-
-/// Whether `e` is an event too large for a Kafka message: reported and left out, not the end.
-pub fn is_too_large(e: &anyhow::Error) -> bool {
-    matches!(
-        e.downcast_ref::<toolcalls_producer::PublishError>(),
-        Some(toolcalls_producer::PublishError::TooLarge { .. })
-    )
-}
-
-/// What is said of an event of file `name` left out for `why`.
-pub fn left_out(name: &str, event: &Event, why: &dyn std::fmt::Display) -> String {
-    let call = event
-        .call_id
-        .as_ref()
-        .map_or(String::new(), |id| format!(", call {}", id.as_str()));
-    format!(
-        "{name}: the {} event of session {}{call}: {why}",
-        event.kind(),
-        event.session.as_str()
-    )
 }
 
 fn print_summary(files: &[FileSummary]) {

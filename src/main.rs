@@ -4,6 +4,7 @@ mod audit;
 mod checksum;
 mod follow;
 mod ingest;
+mod left_out;
 mod local;
 mod publish_args;
 mod receive;

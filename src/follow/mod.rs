@@ -530,8 +530,8 @@ fn send(
 ) -> anyhow::Result<bool> {
     match out.send(event, payload) {
         Ok(()) => Ok(true),
-        Err(e) if crate::ingest::is_too_large(&e) => {
-            let said = crate::ingest::left_out(name, event, &e);
+        Err(e) if crate::left_out::is_too_large(&e) => {
+            let said = crate::left_out::said(name, event, &e);
             if t.said.insert(said.clone()) {
                 eprintln!("toolcalls ingest: {said}");
             }

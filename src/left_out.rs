@@ -1,0 +1,25 @@
+//! Events read but too large for a Kafka message: `ingest` and `--follow` report them, name them
+//! and go on without them, as with a bad line (docs/ADAPTERS.md, "Errors").
+
+use toolcalls_model::Event;
+
+/// Whether `e` is an event too large for a Kafka message: reported and left out, not the end.
+pub fn is_too_large(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<toolcalls_producer::PublishError>(),
+        Some(toolcalls_producer::PublishError::TooLarge { .. })
+    )
+}
+
+/// What is said of an event of file `name` left out for `why`.
+pub fn said(name: &str, event: &Event, why: &dyn std::fmt::Display) -> String {
+    let call = event
+        .call_id
+        .as_ref()
+        .map_or(String::new(), |id| format!(", call {}", id.as_str()));
+    format!(
+        "{name}: the {} event of session {}{call}: {why}",
+        event.kind(),
+        event.session.as_str()
+    )
+}
