@@ -59,6 +59,11 @@ impl Redaction {
             self.json(output, "status.output", &mut what);
         }
         if let Some(attributes) = &mut record.attributes {
+            // An attribute may repeat the arguments or the result (Claude Code's
+            // `toolUseResult` holds both): pointers apply inside each one as in those.
+            for (key, value) in attributes.iter_mut() {
+                self.pointers_into(value, &format!("attributes.{key}"), &mut what);
+            }
             let mut value = Value::Object(std::mem::take(attributes));
             if self.strings(&mut value) {
                 what.push("attributes".to_owned());
@@ -76,11 +81,24 @@ impl Redaction {
                 *hook = map;
             }
         }
-        for (name, reason) in [("status.reason", &mut record.status.reason)] {
-            if let Some(text) = reason {
+        // Free text that may quote the call: why it ended, why a hook or a person decided.
+        let mut texts: Vec<(String, &mut Option<String>)> =
+            vec![("status.reason".to_owned(), &mut record.status.reason)];
+        if let Some(approval) = &mut record.spec.approval {
+            texts.push(("spec.approval.reason".to_owned(), &mut approval.reason));
+            texts.push((
+                "spec.approval.approvedBy".to_owned(),
+                &mut approval.approved_by,
+            ));
+        }
+        for (i, d) in record.status.hook_decisions.iter_mut().enumerate() {
+            texts.push((format!("status.hookDecisions[{i}].reason"), &mut d.reason));
+        }
+        for (name, text) in texts {
+            if let Some(text) = text {
                 if let Some(clean) = self.text(text) {
                     *text = clean;
-                    what.push(name.to_owned());
+                    what.push(name);
                 }
             }
         }
@@ -106,14 +124,7 @@ impl Redaction {
             Ok(value) => (value, true),
             Err(_) => (json.to_value(), false),
         };
-        let mut changed = false;
-        for p in &self.pointers {
-            if let Some(v) = value.pointer_mut(p) {
-                *v = Value::String(REDACTED.to_owned());
-                what.push(format!("{name}{p}"));
-                changed = true;
-            }
-        }
+        let mut changed = self.pointers_into(&mut value, name, what);
         if self.strings(&mut value) {
             what.push(name.to_owned());
             changed = true;
@@ -126,6 +137,20 @@ impl Redaction {
                 what.push(name.to_owned());
             }
         }
+    }
+
+    /// Replaces what the pointers name in `value`, noting each as `name` and the pointer; whether
+    /// any did.
+    fn pointers_into(&self, value: &mut Value, name: &str, what: &mut Vec<String>) -> bool {
+        let mut changed = false;
+        for p in &self.pointers {
+            if let Some(v) = value.pointer_mut(p) {
+                *v = Value::String(REDACTED.to_owned());
+                what.push(format!("{name}{p}"));
+                changed = true;
+            }
+        }
+        changed
     }
 
     /// Replaces the matches of the patterns in every string (and object key) of `value`.
@@ -283,6 +308,57 @@ mod tests {
         assert!(rules.apply(&mut r));
         let text = String::from_utf8(r.encode()).unwrap();
         assert!(!text.contains("sk-abcdefghijklmnopqrst"), "{text}");
+    }
+
+    #[test]
+    fn attributes_that_repeat_the_call_and_reasons_that_quote_it_are_redacted() {
+        use crate::event::{ApprovalDecision, HookVerdict};
+        use crate::record::{ApprovalState, HookDecisionEntry};
+        let rules = Redaction::new(&["/content".into()], &["hunter[0-9]".into()]).unwrap();
+        let mut r = record(json!({"content": "top secret"}), json!("fine"));
+        let attributes = r.attributes.get_or_insert_with(Map::new);
+        attributes.insert(
+            "toolUseResult".into(),
+            json!({"type": "create", "filePath": "/a", "content": "top secret"}),
+        );
+        r.status.hook_decisions.push(HookDecisionEntry {
+            hook: "PreToolUse".into(),
+            decision: HookVerdict::Deny,
+            policy_id: None,
+            policy_version: None,
+            reason: Some("blocked: echo hunter2 > /etc/passwd".into()),
+            at: crate::Timestamp::from_millis(0),
+        });
+        r.spec.approval = Some(ApprovalState {
+            required: true,
+            status: ApprovalDecision::Denied,
+            requested_at: None,
+            approved_by: Some("hunter7".into()),
+            approved_at: None,
+            reason: Some("no, hunter2 stays out".into()),
+        });
+        assert!(rules.apply(&mut r));
+        let text = String::from_utf8(r.encode()).unwrap();
+        for secret in ["top secret", "hunter2", "hunter7"] {
+            assert!(!text.contains(secret), "{secret} in {text}");
+        }
+        for place in [
+            "spec.input/content",
+            "attributes.toolUseResult/content",
+            "spec.approval.reason",
+            "spec.approval.approvedBy",
+            "status.hookDecisions[0].reason",
+        ] {
+            assert!(
+                r.redacted.contains(&place.to_owned()),
+                "{place}: {:?}",
+                r.redacted
+            );
+        }
+        assert_eq!(
+            r.attributes.as_ref().unwrap()["toolUseResult"]["filePath"],
+            json!("/a")
+        );
     }
 
     #[test]
