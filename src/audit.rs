@@ -122,7 +122,7 @@ struct KafkaOpts {
     /// librdkafka property for every client, repeatable: `--kafka security.protocol=SSL`; the
     /// variable takes a comma-separated list; the flags (or else the variable) go after the
     /// file's `[kafka]` table
-    #[arg(long = "kafka", env = "TOOLCALLS_KAFKA", value_name = "KEY=VALUE", value_parser = parse_key_value, value_delimiter = ',')]
+    #[arg(long = "kafka", env = "TOOLCALLS_KAFKA", value_name = "KEY=VALUE", value_parser = parse_key_value, value_delimiter = ',', hide_env_values = true)]
     kafka: Vec<(String, String)>,
     #[command(flatten)]
     topics: Topics,

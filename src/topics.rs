@@ -58,7 +58,7 @@ struct Cluster {
     /// librdkafka property for the admin and metadata clients (TLS, SASL), repeatable:
     /// `--kafka security.protocol=SSL`; the variable takes a comma-separated list; the flags (or
     /// else the variable) go after the file's `[kafka]` table
-    #[arg(long = "kafka", env = "TOOLCALLS_KAFKA", value_name = "KEY=VALUE", value_parser = parse_key_value, value_delimiter = ',')]
+    #[arg(long = "kafka", env = "TOOLCALLS_KAFKA", value_name = "KEY=VALUE", value_parser = parse_key_value, value_delimiter = ',', hide_env_values = true)]
     kafka: Vec<(String, String)>,
     /// How long to wait for the brokers to answer (saying every 10 s why they do not), and for
     /// each request, in milliseconds

@@ -285,6 +285,17 @@ fn compose_prometheus_and_grafana_fit_together() {
         return;
     };
     let services = compose["services"].as_object().expect("services");
+    // Nothing is published beyond the host: Kafka here has no authentication, and Phoenix, Grafana
+    // and the processors show tool arguments and results.
+    for (name, service) in services {
+        for port in service["ports"].as_array().into_iter().flatten() {
+            let port = port.as_str().unwrap_or_default();
+            assert!(
+                port.starts_with("127.0.0.1:"),
+                "{name} publishes {port} beyond loopback"
+            );
+        }
+    }
     // Two processors of one group, with distinct instance ids, each scraped by Prometheus.
     let processors: Vec<(&String, &Value)> = services
         .iter()

@@ -374,3 +374,29 @@ fn topics_create_help_lists_what_topics_needs_and_none_of_the_processors_knobs()
         assert!(!help.contains(unwanted), "{unwanted} listed:\n{help}");
     }
 }
+
+/// librdkafka properties may hold credentials (`sasl.password`): `--help` names the variable that
+/// sets them but never shows its value, for any command that takes `--kafka`.
+#[test]
+fn help_never_shows_the_kafka_properties_of_the_environment() {
+    for command in [
+        &["run", "--help"][..],
+        &["ingest", "--help"],
+        &["receive", "--help"],
+        &["topics", "create", "--help"],
+        &["audit", "--help"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+            .args(command)
+            .env("TOOLCALLS_KAFKA", "sasl.username=u,sasl.password=s3cr3t-pw")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{command:?}");
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(help.contains("TOOLCALLS_KAFKA"), "{command:?}: {help}");
+        assert!(
+            !help.contains("s3cr3t-pw"),
+            "{command:?} shows the password"
+        );
+    }
+}

@@ -208,7 +208,7 @@ pub struct Settings {
     /// librdkafka property for every client (TLS, SASL, tuning), after the processor's own,
     /// repeatable: `--kafka security.protocol=SSL`; the variable takes a comma-separated list;
     /// the flags (or else the variable) go after the file's `[kafka]` table
-    #[arg(long = "kafka", env = "TOOLCALLS_KAFKA", value_name = "KEY=VALUE", value_parser = parse_key_value, value_delimiter = ',')]
+    #[arg(long = "kafka", env = "TOOLCALLS_KAFKA", value_name = "KEY=VALUE", value_parser = parse_key_value, value_delimiter = ',', hide_env_values = true)]
     pub kafka: Vec<(String, String)>,
     /// Test hook: stop dead at a named point (see `failpoint.rs`). Never set it in production.
     #[arg(long, env = "TOOLCALLS_FAILPOINT", hide = true)]
