@@ -386,8 +386,9 @@ fn redaction_keeps_secrets_out_of_every_output() {
     let needle = "\"type\":\"tool_use\"";
     let at = text.find(needle).expect("a tool call in the fixture");
     let input = at + text[at..].find("\"input\":{").expect("its arguments") + "\"input\":{".len();
+    // And a line cut short that quotes one: its message must not.
     let injected = format!(
-        "{}\"api_key\":\"{by_pointer}\",\"note\":\"use {by_pattern} here\",{}",
+        "{}\"api_key\":\"{by_pointer}\",\"note\":\"use {by_pattern} here\",{}{{\"type\":\"user\",\"note\":\"{by_pattern}\n",
         &text[..input],
         &text[input..]
     );
@@ -402,6 +403,10 @@ fn redaction_keeps_secrets_out_of_every_output() {
     assert!(
         plain_out.contains(by_pointer) && plain_out.contains(by_pattern),
         "without rules the secrets are in the records"
+    );
+    assert!(
+        String::from_utf8_lossy(&plain.stderr).contains(by_pattern),
+        "without rules the bad line's message quotes it"
     );
 
     let redacted = toolcalls(

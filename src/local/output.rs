@@ -4,6 +4,7 @@
 
 use anyhow::{anyhow, Context};
 use std::io::Write;
+use toolcalls_model::redact::Redaction;
 
 /// A message for stderr about the input line `tag` of a chunk (a bad line, a refused event).
 pub(super) struct Note {
@@ -48,10 +49,13 @@ impl Out {
 /// records come from one thread, in the order it made them), the messages (`notes` from
 /// decoding and the threads') in that order on stderr. At the first fatal message it writes the
 /// records of the lines before it and returns its error, as the run stopped there.
+///
+/// The messages go through the redaction's patterns: a bad line's message quotes the line.
 pub(super) fn write_chunk(
     sink: &mut dyn Write,
     mut notes: Vec<Note>,
     outs: &mut [Out],
+    redaction: &Redaction,
 ) -> anyhow::Result<()> {
     for out in outs.iter_mut() {
         notes.append(&mut out.notes);
@@ -61,9 +65,9 @@ pub(super) fn write_chunk(
     let cut = stop.map_or(u32::MAX, |i| notes[i].tag);
     write_records(sink, outs, cut)?;
     for note in &notes[..stop.map_or(notes.len(), |i| i + 1)] {
-        eprintln!("{}", note.text);
+        eprintln!("{}", redaction.in_text(&note.text));
         if let Some(fatal) = &note.fatal {
-            return Err(anyhow!("{fatal}"));
+            return Err(anyhow!("{}", redaction.in_text(fatal)));
         }
     }
     Ok(())

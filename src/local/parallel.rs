@@ -29,6 +29,7 @@ use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use toolcalls_core::Position;
 use toolcalls_model::record::Origin;
+use toolcalls_model::redact::Redaction;
 use toolcalls_model::{Event, ToolCallRecord};
 
 /// Chunks in flight (read, decoded or applied but not yet written), per thread.
@@ -153,7 +154,7 @@ pub(super) fn run(
                     .spawn_scoped(s, move || work(me, shared, setup))
             })
             .collect::<Result<_, _>>()?;
-        let written = write(&shared, sink, progress);
+        let written = write(&shared, sink, progress, &setup.redaction);
         if written.is_err() {
             shared.stop();
         }
@@ -187,7 +188,7 @@ pub(super) fn run(
         out.records.iter_mut().for_each(|r| r.0 = w);
         out.notes.iter_mut().for_each(|n| n.tag = w);
     }
-    write_chunk(sink, Vec::new(), &mut ends)?;
+    write_chunk(sink, Vec::new(), &mut ends, &setup.redaction)?;
     // Oldest first, as one correlator lists them: by the input position of their first event.
     pending.sort_by_key(first_position);
     pending.truncate(20);
@@ -359,7 +360,12 @@ fn thread_of(event: &Event, threads: usize) -> usize {
 
 /// The calling thread: writes the chunks in order as the threads finish them. Returns the
 /// number of bad lines.
-fn write(shared: &Shared, sink: &mut dyn Write, progress: &mut Progress) -> anyhow::Result<u64> {
+fn write(
+    shared: &Shared,
+    sink: &mut dyn Write,
+    progress: &mut Progress,
+    redaction: &Redaction,
+) -> anyhow::Result<u64> {
     let (mut bad_lines, mut events) = (0, 0);
     loop {
         let mut st = shared.lock();
@@ -388,7 +394,7 @@ fn write(shared: &Shared, sink: &mut dyn Write, progress: &mut Progress) -> anyh
         let mut outs: Vec<Out> = slot.outs.into_iter().flatten().collect();
         bad_lines += slot.bad_lines;
         events += outs.iter().map(|o| o.events).sum::<u64>();
-        write_chunk(sink, slot.notes, &mut outs)?;
+        write_chunk(sink, slot.notes, &mut outs, redaction)?;
         progress.tick(events);
         let mut st = shared.lock();
         for (spare, mut out) in st.spare.iter_mut().zip(outs) {

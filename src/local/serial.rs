@@ -41,12 +41,22 @@ pub(super) fn run(
             }
         });
         // A stop is in the notes: writing them returns its error.
-        write_chunk(sink, Vec::new(), std::slice::from_mut(&mut out))?;
+        write_chunk(
+            sink,
+            Vec::new(),
+            std::slice::from_mut(&mut out),
+            &setup.redaction,
+        )?;
         progress.tick(worker.summary.events);
     }
     out.clear();
     let _stopped = worker.finish(&mut out);
-    write_chunk(sink, Vec::new(), std::slice::from_mut(&mut out))?;
+    write_chunk(
+        sink,
+        Vec::new(),
+        std::slice::from_mut(&mut out),
+        &setup.redaction,
+    )?;
     let pending = worker.pending(20);
     let mut summary = std::mem::take(&mut worker.summary);
     summary.bad_lines += bad_lines;

@@ -187,6 +187,14 @@ impl Redaction {
         }
     }
 
+    /// `text` with every match of the patterns replaced (messages that quote input: a bad line's).
+    pub fn in_text<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        match self.text(text) {
+            Some(clean) => clean.into(),
+            None => text.into(),
+        }
+    }
+
     /// `text` with every match replaced, if any matched.
     fn text(&self, text: &str) -> Option<String> {
         let mut out: Option<String> = None;
