@@ -65,7 +65,9 @@ fn parse_header(s: &str) -> Result<(String, Secret), String> {
 }
 
 impl SpanArgs {
-    /// The traces URL, checked: `http` or `https`, `/v1/traces` added to a bare base URL.
+    /// The traces URL, checked: `http`, `/v1/traces` added to a bare base URL. `https` is
+    /// refused: the exporter's client (hyper's plain connector) speaks no TLS, and would fail at
+    /// every export instead of at the start.
     pub fn traces_url(&self) -> Result<Option<String>, String> {
         let Some(endpoint) = self.otlp_endpoint.as_deref().map(str::trim) else {
             return Ok(None);
@@ -75,9 +77,14 @@ impl SpanArgs {
                 "--otlp-endpoint `{endpoint}` is not a URL; give http://HOST:PORT/v1/traces"
             ));
         };
-        if !matches!(scheme, "http" | "https") || rest.is_empty() || rest.starts_with('/') {
+        if scheme == "https" {
             return Err(format!(
-                "--otlp-endpoint `{endpoint}`: OTLP export needs an http:// or https:// URL with a host, e.g. http://127.0.0.1:4318/v1/traces"
+                "--otlp-endpoint `{endpoint}`: this build exports spans over plain HTTP only; send them to an OpenTelemetry Collector beside the processor (http://127.0.0.1:4318) and let it forward them over TLS"
+            ));
+        }
+        if scheme != "http" || rest.is_empty() || rest.starts_with('/') {
+            return Err(format!(
+                "--otlp-endpoint `{endpoint}`: OTLP export needs an http:// URL with a host, e.g. http://127.0.0.1:4318/v1/traces"
             ));
         }
         if endpoint.contains(char::is_whitespace) {
@@ -128,10 +135,8 @@ mod tests {
             url("http://c:4318/").unwrap().unwrap(),
             "http://c:4318/v1/traces"
         );
-        assert_eq!(
-            url("https://p.example/v1/traces").unwrap().unwrap(),
-            "https://p.example/v1/traces"
-        );
+        let e = url("https://p.example/v1/traces").unwrap_err();
+        assert!(e.contains("plain HTTP only"), "{e}");
         assert_eq!(
             url("http://h/api/otel").unwrap().unwrap(),
             "http://h/api/otel"
