@@ -417,6 +417,29 @@ mod tests {
     use rdkafka::producer::DefaultProducerContext;
     use rdkafka::producer::PurgeConfig;
 
+    /// Brokers that take only TLS (managed Kafka services, the Kubernetes example's `SASL_SSL`)
+    /// need a client built with it: librdkafka refuses `security.protocol=SSL` otherwise.
+    #[test]
+    fn clients_speak_tls_and_sasl_over_it() {
+        for protocol in ["SSL", "SASL_SSL"] {
+            let settings = PublishSettings {
+                brokers: "127.0.0.1:1".into(),
+                announce_topic: "a".into(),
+                completion_topic: "c".into(),
+                kafka: vec![
+                    ("security.protocol".into(), protocol.into()),
+                    ("sasl.mechanism".into(), "SCRAM-SHA-512".into()),
+                    ("sasl.username".into(), "u".into()),
+                    ("sasl.password".into(), "p".into()),
+                ],
+                flush_timeout: Duration::from_secs(1),
+            };
+            let made: Result<ThreadedProducer<DefaultProducerContext>, _> =
+                settings.client_config("tls-test").create();
+            assert!(made.is_ok(), "{protocol}: {:?}", made.err());
+        }
+    }
+
     #[test]
     fn wait_delivered_gives_up_at_its_timeout_when_no_broker_answers() {
         // Port 1 on the loopback: nothing listens, so the message can never be delivered.
