@@ -169,6 +169,7 @@ pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
             pending: pending == Pending::Changelog,
             timeout: timeout.0,
         };
+        toolcalls_producer::check_kafka_properties(&t.kafka).map_err(anyhow::Error::msg)?;
         let mut ledger = Ledger::new(false);
         kafka::audit(&t, &mut ledger, &mut progress)?;
         let what = format!(

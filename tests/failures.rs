@@ -400,3 +400,28 @@ fn help_never_shows_the_kafka_properties_of_the_environment() {
         );
     }
 }
+
+/// A `--kafka` property librdkafka refuses stops the start, named by its key: librdkafka's own
+/// message repeats the value, which may be a password.
+#[test]
+fn a_refused_kafka_property_is_named_without_its_value() {
+    for command in [&["run"][..], &["topics", "create"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+            .args(command)
+            .args([
+                "--brokers",
+                "127.0.0.1:1",
+                "--kafka",
+                "sasl.pasword=s3cr3t-pw",
+            ])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command:?}: {said}");
+        assert!(
+            said.contains("--kafka sasl.pasword=…"),
+            "{command:?}: {said}"
+        );
+        assert!(!said.contains("s3cr3t-pw"), "{command:?}: {said}");
+    }
+}

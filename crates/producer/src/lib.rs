@@ -77,6 +77,8 @@ pub struct PublishSettings {
 pub enum PublishError {
     #[error("cannot create the Kafka producer ({0}); check --brokers and the --kafka settings")]
     Create(KafkaError),
+    #[error("{0}")]
+    Property(String),
     #[error("Kafka refused an event ({0})")]
     Send(KafkaError),
     #[error("an event of {bytes} bytes is larger than a Kafka message may be here ({max} bytes: librdkafka's message.max.bytes; raise it with --kafka message.max.bytes=N, and the topics' max.message.bytes with it); it was left out")]
@@ -217,6 +219,28 @@ impl PublishSettings {
     }
 }
 
+/// Checks `--kafka` properties with librdkafka, property by property, and says which one it
+/// refuses by its key alone: librdkafka's own error repeats the value, and a value may be a
+/// password (`sasl.password`).
+pub fn check_kafka_properties(properties: &[(String, String)]) -> Result<(), String> {
+    for (key, value) in properties {
+        let mut c = ClientConfig::new();
+        c.set(key, value);
+        if let Err(KafkaError::ClientConfig(_, why, _, _)) = c.create_native_config() {
+            // librdkafka's reason quotes the value for some properties: left out for secrets.
+            let why = if why.contains(value.as_str()) && !value.is_empty() {
+                "librdkafka does not take its value".to_owned()
+            } else {
+                why
+            };
+            return Err(format!(
+                "--kafka {key}=…: {why}; see librdkafka's CONFIGURATION.md for the property"
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl Publisher {
     /// A publisher whose broker troubles are kept for its errors but not said meanwhile.
     pub fn new(settings: PublishSettings) -> Result<Self, PublishError> {
@@ -229,6 +253,7 @@ impl Publisher {
         settings: PublishSettings,
         watch: Arc<BrokerWatch>,
     ) -> Result<Self, PublishError> {
+        check_kafka_properties(&settings.kafka).map_err(PublishError::Property)?;
         let deliveries = Arc::new(Deliveries::default());
         let producer = settings
             .client_config("toolcalls-ingest")
@@ -416,6 +441,20 @@ mod tests {
     use super::*;
     use rdkafka::producer::DefaultProducerContext;
     use rdkafka::producer::PurgeConfig;
+
+    #[test]
+    fn a_refused_property_is_named_by_its_key_never_its_value() {
+        let props = |k: &str, v: &str| vec![(k.to_owned(), v.to_owned())];
+        assert!(check_kafka_properties(&props("sasl.password", "s3cret")).is_ok());
+        for (k, v) in [
+            ("sasl.pasword", "s3cret-one"),
+            ("security.protocol", "s3cret-two"),
+        ] {
+            let e = check_kafka_properties(&props(k, v)).unwrap_err();
+            assert!(e.contains(&format!("--kafka {k}=…")), "{e}");
+            assert!(!e.contains(v), "{e}");
+        }
+    }
 
     /// Brokers that take only TLS (managed Kafka services, the Kubernetes example's `SASL_SSL`)
     /// need a client built with it: librdkafka refuses `security.protocol=SSL` otherwise.
