@@ -41,24 +41,24 @@ pub(super) fn run(
             }
         });
         // A stop is in the notes: writing them returns its error.
-        write_chunk(
-            sink,
-            Vec::new(),
-            std::slice::from_mut(&mut out),
-            &setup.redaction,
-        )?;
+        write(sink, &mut out, setup)?;
         progress.tick(worker.summary.events);
     }
     out.clear();
     let _stopped = worker.finish(&mut out);
-    write_chunk(
-        sink,
-        Vec::new(),
-        std::slice::from_mut(&mut out),
-        &setup.redaction,
-    )?;
+    write(sink, &mut out, setup)?;
     let pending = worker.pending(20);
     let mut summary = std::mem::take(&mut worker.summary);
     summary.bad_lines += bad_lines;
     Ok((summary, pending))
+}
+
+/// Writes the one thread's output of a chunk.
+fn write(sink: &mut dyn Write, out: &mut Out, setup: &Setup) -> anyhow::Result<()> {
+    write_chunk(
+        sink,
+        Vec::new(),
+        std::slice::from_mut(out),
+        &setup.redaction,
+    )
 }

@@ -61,8 +61,10 @@ impl Redaction {
         if let Some(attributes) = &mut record.attributes {
             // An attribute may repeat the arguments or the result (Claude Code's
             // `toolUseResult` holds both): pointers apply inside each one as in those.
-            for (key, value) in attributes.iter_mut() {
-                self.pointers_into(value, &format!("attributes.{key}"), &mut what);
+            if !self.pointers.is_empty() {
+                for (key, value) in attributes.iter_mut() {
+                    self.pointers_into(value, &format!("attributes.{key}"), &mut what);
+                }
             }
             let mut value = Value::Object(std::mem::take(attributes));
             if self.strings(&mut value) {
