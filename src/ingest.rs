@@ -19,7 +19,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use toolcalls_adapters::{parse, partition_key, Format, Options, Parsed};
+use toolcalls_model::redact::Redaction;
 use toolcalls_model::{Event, EventKind, Timestamp};
+use toolcalls_processor::redact_settings::RedactArgs;
 use toolcalls_settings::{ConfigFile, Dur};
 
 #[derive(Debug, clap::Args)]
@@ -33,6 +35,8 @@ pub struct Args {
     publish: crate::publish_args::Publish,
     #[command(flatten, next_help_heading = "Following (--follow)")]
     follow: crate::follow::Opts,
+    #[command(flatten, next_help_heading = "Redaction")]
+    redact: RedactArgs,
 }
 
 /// `[ingest]` in the config file.
@@ -135,6 +139,8 @@ pub struct FileSummary {
     pub sessions: u64,
     /// Events read but too large for a Kafka message: reported and left out.
     pub too_large: u64,
+    /// Events the redaction rules changed before they were sent.
+    pub redacted: u64,
 }
 
 /// Publishes to the input topics, keyed by session.
@@ -158,8 +164,10 @@ impl Sink for KafkaSink {
 }
 
 pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
+    // A bad rule stops the start before any broker is asked.
+    let redaction = args.redact.resolve().map_err(anyhow::Error::msg)?;
     if args.follow.follow {
-        return follow(args, file);
+        return follow(args, file, redaction);
     }
     let Some(out) = &args.opts.out else {
         let publisher = publisher(&args, file)?;
@@ -167,7 +175,7 @@ pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
             publisher,
             quiet: args.opts.quiet,
         };
-        let summaries = run(&args, &mut sink)?;
+        let summaries = run(&args, &redaction, &mut sink)?;
         if !args.opts.quiet {
             print_summary(&summaries);
         }
@@ -181,7 +189,7 @@ pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
         )?))
     };
     let mut sink = JsonLines::new(writer);
-    let summaries = run(&args, &mut sink)?;
+    let summaries = run(&args, &redaction, &mut sink)?;
     if !args.opts.quiet {
         print_summary(&summaries);
     }
@@ -204,7 +212,7 @@ fn publisher(args: &Args, file: &ConfigFile) -> anyhow::Result<toolcalls_produce
 }
 
 /// `--follow`: tails the files until stopped (`crate::follow`).
-fn follow(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
+fn follow(args: Args, file: &ConfigFile, redaction: Redaction) -> anyhow::Result<ExitCode> {
     let o = &args.opts;
     let outlet = match &o.out {
         None => crate::follow::Outlet::Kafka(publisher(&args, file)?),
@@ -231,6 +239,7 @@ fn follow(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
             session: o.session.clone(),
             base_time: o.base_time,
         },
+        redaction,
         strict: o.strict,
         quiet: o.quiet,
         checkpoint_dir: args.follow.checkpoint_dir.clone(),
@@ -242,8 +251,13 @@ fn follow(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Reads every file of `args` into `sink`; returns what each file gave.
-pub fn run(args: &Args, sink: &mut dyn Sink) -> anyhow::Result<Vec<FileSummary>> {
+/// Reads every file of `args` into `sink`, each event redacted by `redaction` first; returns what
+/// each file gave.
+pub fn run(
+    args: &Args,
+    redaction: &Redaction,
+    sink: &mut dyn Sink,
+) -> anyhow::Result<Vec<FileSummary>> {
     let o = &args.opts;
     let forced = match o.format.as_str() {
         "auto" => None,
@@ -267,7 +281,7 @@ pub fn run(args: &Args, sink: &mut dyn Sink) -> anyhow::Result<Vec<FileSummary>>
             })?,
         };
         let Parsed {
-            events,
+            mut events,
             errors,
             skipped,
         } = parse(format, &name, &bytes, &opts);
@@ -279,12 +293,17 @@ pub fn run(args: &Args, sink: &mut dyn Sink) -> anyhow::Result<Vec<FileSummary>>
         };
         for e in &errors {
             summary.bad_lines += 1;
+            // The message may quote the line, secrets included.
+            let e = redaction.in_text(&e.to_string()).into_owned();
             eprintln!("{e}");
             if o.strict {
                 bail!("{e}; stopping because of --strict");
             }
         }
         let mut sessions = std::collections::BTreeSet::new();
+        for event in &mut events {
+            summary.redacted += u64::from(redaction.apply_event(event));
+        }
         for event in &events {
             *summary.events.entry(event.kind()).or_default() += 1;
             sessions.insert(event.session.as_str());
@@ -350,6 +369,12 @@ fn print_summary(files: &[FileSummary]) {
             eprintln!(
                 "  {}: {} events too large for a Kafka message, left out",
                 f.name, f.too_large
+            );
+        }
+        if f.redacted > 0 {
+            eprintln!(
+                "  {}: {} events redacted before they were sent",
+                f.name, f.redacted
             );
         }
     }
@@ -443,7 +468,7 @@ mod tests {
         let files = [sample("mcp-proxy.jsonl"), sample("claude-hooks.jsonl")];
         let a = args(&[&files[0], &files[1]], &[]);
         let mut sink = Collect::default();
-        let summaries = run(&a, &mut sink).unwrap();
+        let summaries = run(&a, &Redaction::default(), &mut sink).unwrap();
         assert!(sink.finished);
         assert_eq!(summaries[0].format, Some(Format::Mcp));
         assert_eq!(
@@ -478,7 +503,7 @@ mod tests {
             ],
         );
         let mut sink = Collect::default();
-        run(&a, &mut sink).unwrap();
+        run(&a, &Redaction::default(), &mut sink).unwrap();
         assert!(!sink.sent.is_empty());
         for (key, e) in &sink.sent {
             assert_eq!((key.as_slice(), e.call_id.as_ref()), (&b"s-9"[..], None));
@@ -493,15 +518,20 @@ mod tests {
     #[test]
     fn strict_stops_at_the_first_bad_line_and_unknown_formats_are_refused() {
         let f = sample("otel-genai-spans.jsonl");
-        let e = run(&args(&[&f], &["--strict"]), &mut Collect::default())
-            .unwrap_err()
-            .to_string();
+        let e = run(
+            &args(&[&f], &["--strict"]),
+            &Redaction::default(),
+            &mut Collect::default(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
             e.contains("otel-genai-spans.jsonl:2") && e.contains("--strict"),
             "{e}"
         );
         let e = run(
             &args(&[&f], &["--format", "claude"]),
+            &Redaction::default(),
             &mut Collect::default(),
         )
         .unwrap_err()

@@ -605,6 +605,82 @@ fn bad_payloads_are_refused_and_publish_nothing() {
     r.stop();
 }
 
+/// With redaction rules the receiver publishes no secret: a hook payload's arguments and result
+/// and a v1 event's reason reach the topics redacted, the announce under the checksum of its
+/// original arguments.
+#[test]
+fn secrets_are_redacted_before_they_are_published() {
+    let s = topics("recv-redact");
+    let r = Receiver::start(
+        &s,
+        &[
+            "--redact-pointer",
+            "/api_key",
+            "--redact-pattern",
+            "tok-[0-9a-f]{16}",
+        ],
+    );
+    let (by_pointer, by_pattern) = ("hunter2-but-longer", "tok-0123456789abcdef");
+    let args =
+        format!(r#"{{"command":"curl -H 'X-Token: {by_pattern}' x","api_key":"{by_pointer}"}}"#);
+    let pre = format!(
+        r#"{{"session_id":"red","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{args},"tool_use_id":"toolu_red_1"}}"#
+    );
+    let post = format!(
+        r#"{{"session_id":"red","hook_event_name":"PostToolUse","tool_name":"Bash","tool_input":{args},"tool_response":{{"stdout":"{by_pattern}"}},"tool_use_id":"toolu_red_1"}}"#
+    );
+    for payload in [&pre, &post] {
+        let url = format!("{}/v1/hooks/claude-code", r.url);
+        let c = curl(&["-f", "--data-binary", "@-"], &url, payload.as_bytes());
+        assert_eq!(c.status, 204, "{}", c.body);
+    }
+    let turn_end = format!(
+        r#"{{"v":1,"kind":"turn_end","source":"t","session":"red","time":"2026-01-01T00:00:00Z","reason":"typed {by_pattern}"}}"#
+    );
+    let c = curl(
+        &["--data-binary", "@-"],
+        &format!("{}/v1/events", r.url),
+        turn_end.as_bytes(),
+    );
+    assert_eq!(c.status, 200, "{}", c.body);
+
+    let published: Vec<toolcalls_model::Event> = read_to_end(&s.topics.announce)
+        .into_iter()
+        .chain(read_to_end(&s.topics.completion))
+        .map(|m| {
+            let payload = m.payload.as_deref().unwrap();
+            let text = String::from_utf8_lossy(payload);
+            assert!(
+                !text.contains(by_pointer) && !text.contains(by_pattern),
+                "{text}"
+            );
+            toolcalls_model::Event::decode(payload).unwrap()
+        })
+        .collect();
+    assert!(published.len() >= 3, "{published:?}");
+    let announce = published
+        .iter()
+        .find_map(|e| match &e.body {
+            toolcalls_model::EventBody::Announce(a) => Some(a),
+            _ => None,
+        })
+        .expect("the PreToolUse announce");
+    let original = toolcalls_model::Json::parse(&args).unwrap();
+    assert_eq!(
+        announce.checksum,
+        Some(toolcalls_model::checksum::checksum_of_json(
+            "Bash",
+            Some(&original)
+        )),
+        "the checksum of the original arguments"
+    );
+    assert_eq!(
+        announce.args.as_ref().unwrap().to_value()["api_key"],
+        "[REDACTED]"
+    );
+    r.stop();
+}
+
 #[test]
 fn a_listener_beyond_loopback_needs_a_token() {
     let out = Command::new(env!("CARGO_BIN_EXE_toolcalls"))

@@ -45,6 +45,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use toolcalls_adapters::{parse, Format, Options, Parsed, Stream};
+use toolcalls_model::redact::Redaction;
 
 /// What the follower is told.
 pub struct Settings {
@@ -53,6 +54,8 @@ pub struct Settings {
     /// `None`: detected per file.
     pub format: Option<Format>,
     pub options: Options,
+    /// Applied to every event before it is sent, and to the messages that quote a line.
+    pub redaction: Redaction,
     pub strict: bool,
     pub quiet: bool,
     pub checkpoint_dir: Option<PathBuf>,
@@ -372,12 +375,12 @@ impl Follower {
         let mut stream = (!complete::is_document(format, &bytes))
             .then(|| Stream::new(format, &name, &self.s.options))
             .flatten();
-        let parsed = match stream.as_mut() {
+        let mut parsed = match stream.as_mut() {
             Some(s) => s.push(&bytes[..ready]),
             None => parse(format, &name, &bytes[..ready], &self.s.options),
         };
         t.stream = stream;
-        say_errors(t, &parsed, self.s.strict)?;
+        vet(t, &mut parsed, &self.s)?;
         // The events of this parse the file has delivered fewer times than the parse holds them.
         let mut held: HashMap<u64, u32> = HashMap::new();
         let mut fresh = Vec::new();
@@ -430,8 +433,8 @@ impl Follower {
         let Some(end) = tail.bytes.iter().rposition(|&b| b == b'\n') else {
             return Ok(());
         };
-        let parsed = stream.push(&tail.bytes[..=end]);
-        say_errors(t, &parsed, self.s.strict)?;
+        let mut parsed = stream.push(&tail.bytes[..=end]);
+        vet(t, &mut parsed, &self.s)?;
         let mut fresh = Vec::with_capacity(parsed.events.len());
         let name = path.display().to_string();
         for event in &parsed.events {
@@ -544,16 +547,20 @@ fn send(
     }
 }
 
-/// Says each bad line once; with `--strict` the first one stops the follower.
-fn say_errors(t: &mut Tracked, parsed: &Parsed, strict: bool) -> anyhow::Result<()> {
+/// Says each bad line once (through the redaction's patterns: the message may quote the line),
+/// with `--strict` the first one stopping the follower; then redacts the events.
+fn vet(t: &mut Tracked, parsed: &mut Parsed, s: &Settings) -> anyhow::Result<()> {
     for e in &parsed.errors {
-        let said = e.to_string();
+        let said = s.redaction.in_text(&e.to_string()).into_owned();
         if t.said.insert(said.clone()) {
             eprintln!("{said}");
-            if strict {
+            if s.strict {
                 anyhow::bail!("{said}; stopping because of --strict");
             }
         }
+    }
+    for event in &mut parsed.events {
+        s.redaction.apply_event(event);
     }
     Ok(())
 }

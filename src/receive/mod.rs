@@ -37,6 +37,7 @@ use toolcalls_settings::ConfigFile;
 pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
     let o = &args.opts;
     o.check()?;
+    let redaction = args.redact.resolve().map_err(anyhow::Error::msg)?;
     init_logging();
     let listener = std::net::TcpListener::bind(o.listen).with_context(|| {
         format!(
@@ -57,6 +58,7 @@ pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
         deliverer,
         metrics: Arc::new(metrics::Metrics::new()),
         max_body_bytes: o.max_body_bytes,
+        redaction,
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -4,6 +4,7 @@
 use crate::publish_args::Publish;
 use std::net::SocketAddr;
 use std::time::Duration;
+use toolcalls_processor::redact_settings::RedactArgs;
 use toolcalls_processor::Secret;
 use toolcalls_settings::Dur;
 
@@ -13,6 +14,8 @@ pub struct Args {
     pub opts: Opts,
     #[command(flatten, next_help_heading = "Kafka")]
     pub publish: Publish,
+    #[command(flatten, next_help_heading = "Redaction")]
+    pub redact: RedactArgs,
 }
 
 /// `[receive]` in the config file.

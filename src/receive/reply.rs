@@ -69,12 +69,26 @@ pub fn reasons(problems: &[String]) -> String {
     why
 }
 
-/// Publishes `events` and waits until the brokers acknowledged every one: `Ok` then, else 503
-/// saying why (the client should retry: the processor drops what arrives twice).
+/// Publishes `events`, redacted, and waits until the brokers acknowledged every one: `Ok` then,
+/// else 503 saying why (the client should retry: the processor drops what arrives twice).
 pub async fn deliver(s: &Shared, route: &'static str, events: &[Event]) -> Result<(), Refusal> {
     if events.is_empty() {
         return Ok(());
     }
+    let redacted: Vec<Event>;
+    let events = if s.redaction.is_empty() {
+        events
+    } else {
+        redacted = events
+            .iter()
+            .cloned()
+            .map(|mut e| {
+                s.redaction.apply_event(&mut e);
+                e
+            })
+            .collect();
+        &redacted
+    };
     match s.deliverer.deliver(events).await {
         Ok(()) => {
             s.metrics.events(route, events.len());

@@ -3,10 +3,13 @@
 use super::deliver::Deliverer;
 use super::metrics::Metrics;
 use std::sync::Arc;
+use toolcalls_model::redact::Redaction;
 
 pub struct Shared {
     pub deliverer: Deliverer,
     pub metrics: Arc<Metrics>,
     /// `--max-body-bytes`, for the 413 answer.
     pub max_body_bytes: usize,
+    /// Applied to every event before it is published.
+    pub redaction: Redaction,
 }

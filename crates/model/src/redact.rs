@@ -1,7 +1,10 @@
 //! Redaction: secrets in a record's arguments, result and attributes replaced before the record
 //! leaves the process (records topic, query API, local output). The checksum is the one of the
 //! original arguments — it is computed when the call is announced, long before — so the
-//! cross-bus join still holds; the record lists what was redacted in `redacted`.
+//! cross-bus join still holds; the record lists what was redacted in `redacted`. The producers
+//! apply the same rules to each event before they publish it (`event`).
+
+mod event;
 
 use crate::record::ToolCallRecord;
 use crate::Json;
@@ -59,50 +62,21 @@ impl Redaction {
             self.json(output, "status.output", &mut what);
         }
         if let Some(attributes) = &mut record.attributes {
-            // An attribute may repeat the arguments or the result (Claude Code's
-            // `toolUseResult` holds both): pointers apply inside each one as in those.
-            if !self.pointers.is_empty() {
-                for (key, value) in attributes.iter_mut() {
-                    self.pointers_into(value, &format!("attributes.{key}"), &mut what);
-                }
-            }
-            let mut value = Value::Object(std::mem::take(attributes));
-            if self.strings(&mut value) {
-                what.push("attributes".to_owned());
-            }
-            if let Value::Object(map) = value {
-                *attributes = map;
-            }
+            self.attributes(attributes, "attributes", &mut what);
         }
         if let Some(hook) = &mut record.spec.hook_context {
-            let mut value = Value::Object(std::mem::take(hook));
-            if self.strings(&mut value) {
-                what.push("spec.hookContext".to_owned());
-            }
-            if let Value::Object(map) = value {
-                *hook = map;
-            }
+            self.object(hook, "spec.hookContext", &mut what);
         }
         // Free text that may quote the call: why it ended, why a hook or a person decided.
-        let mut texts: Vec<(String, &mut Option<String>)> =
-            vec![("status.reason".to_owned(), &mut record.status.reason)];
+        self.free_text(&mut record.status.reason, "status.reason", &mut what);
         if let Some(approval) = &mut record.spec.approval {
-            texts.push(("spec.approval.reason".to_owned(), &mut approval.reason));
-            texts.push((
-                "spec.approval.approvedBy".to_owned(),
-                &mut approval.approved_by,
-            ));
+            self.free_text(&mut approval.reason, "spec.approval.reason", &mut what);
+            let by = &mut approval.approved_by;
+            self.free_text(by, "spec.approval.approvedBy", &mut what);
         }
         for (i, d) in record.status.hook_decisions.iter_mut().enumerate() {
-            texts.push((format!("status.hookDecisions[{i}].reason"), &mut d.reason));
-        }
-        for (name, text) in texts {
-            if let Some(text) = text {
-                if let Some(clean) = self.text(text) {
-                    *text = clean;
-                    what.push(name);
-                }
-            }
+            let name = format!("status.hookDecisions[{i}].reason");
+            self.free_text(&mut d.reason, &name, &mut what);
         }
         let any = !what.is_empty();
         for w in what {
@@ -111,6 +85,37 @@ impl Redaction {
             }
         }
         any
+    }
+
+    /// Redacts free-form producer data: pointers inside each attribute (one may repeat the
+    /// arguments or the result: Claude Code's `toolUseResult` holds both), patterns over all.
+    fn attributes(&self, attributes: &mut Map<String, Value>, name: &str, what: &mut Vec<String>) {
+        if !self.pointers.is_empty() {
+            for (key, value) in attributes.iter_mut() {
+                self.pointers_into(value, &format!("{name}.{key}"), what);
+            }
+        }
+        self.object(attributes, name, what);
+    }
+
+    /// Replaces the matches of the patterns in every string and key of `map`, noting `name`.
+    fn object(&self, map: &mut Map<String, Value>, name: &str, what: &mut Vec<String>) {
+        let mut value = Value::Object(std::mem::take(map));
+        if self.strings(&mut value) {
+            what.push(name.to_owned());
+        }
+        if let Value::Object(back) = value {
+            *map = back;
+        }
+    }
+
+    /// Replaces the matches of the patterns in a free text that may quote the call, noting
+    /// `name`.
+    fn free_text(&self, text: &mut Option<String>, name: &str, what: &mut Vec<String>) {
+        if let Some(clean) = text.as_deref().and_then(|t| self.text(t)) {
+            *text = Some(clean);
+            what.push(name.to_owned());
+        }
     }
 
     /// Redacts one JSON document (arguments or result), noting where.

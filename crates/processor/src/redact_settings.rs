@@ -1,16 +1,18 @@
-//! Redaction rules as options of `toolcalls run` and `toolcalls local`: `--redact-pointer` and
-//! `--redact-pattern`, `TOOLCALLS_REDACT_*`, and `[redact]` in the config file (lists).
+//! Redaction rules as options of `toolcalls run` and `local`, and of the producers `ingest` and
+//! `receive`: `--redact-pointer` and `--redact-pattern`, `TOOLCALLS_REDACT_*`, and `[redact]` in
+//! the config file (lists).
 
 use toolcalls_model::redact::Redaction;
 
-/// What is replaced by `[REDACTED]` before a record leaves the process (`[redact]` in the
-/// config file).
+/// What is replaced by `[REDACTED]` before a record, or a producer's event, leaves the process
+/// (`[redact]` in the config file).
 #[derive(Debug, Clone, PartialEq, Eq, Default, clap::Args)]
 #[group(id = "redact")]
 pub struct RedactArgs {
-    /// JSON pointer into a call's arguments and its result whose value is replaced by
-    /// [REDACTED] in every record that leaves the process (records topic, query API, local
-    /// output), repeatable: `--redact-pointer /password`; the checksum stays the original's
+    /// JSON pointer into a call's arguments, its result and each attribute whose value is
+    /// replaced by [REDACTED] in whatever leaves the process (records topic, query API, local
+    /// output; the events ingest and receive publish), repeatable: `--redact-pointer
+    /// /password`; the checksum stays the original's
     #[arg(
         long = "redact-pointer",
         env = "TOOLCALLS_REDACT_POINTER",
@@ -18,7 +20,8 @@ pub struct RedactArgs {
     )]
     pub pointers: Vec<String>,
     /// Regular expression whose matches in any string of a call's arguments, result and
-    /// attributes are replaced by [REDACTED], repeatable: `--redact-pattern 'sk-[A-Za-z0-9]{20,}'`
+    /// attributes, and in the reasons and messages that may quote them, are replaced by
+    /// [REDACTED], repeatable: `--redact-pattern 'sk-[A-Za-z0-9]{20,}'`
     #[arg(
         long = "redact-pattern",
         env = "TOOLCALLS_REDACT_PATTERN",
