@@ -35,7 +35,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 use toolcalls_adapters::Format;
 use toolcalls_processor::config::{self, Topics};
-use toolcalls_settings::{parse_key_value, ConfigFile, Dur};
+use toolcalls_settings::{ConfigFile, Dur, KeyValueParser};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -122,7 +122,7 @@ struct KafkaOpts {
     /// librdkafka property for every client, repeatable: `--kafka security.protocol=SSL`; the
     /// variable takes a comma-separated list; the flags (or else the variable) go after the
     /// file's `[kafka]` table
-    #[arg(long = "kafka", env = "TOOLCALLS_KAFKA", value_name = "KEY=VALUE", value_parser = parse_key_value, value_delimiter = ',', hide_env_values = true)]
+    #[arg(long = "kafka", env = "TOOLCALLS_KAFKA", value_name = "KEY=VALUE", value_parser = KeyValueParser, value_delimiter = ',', hide_env_values = true)]
     kafka: Vec<(String, String)>,
     #[command(flatten)]
     topics: Topics,

@@ -16,7 +16,7 @@ pub struct Publish {
     /// default partitioner is `murmur2_random`; all producers of the input topics must use the
     /// same one); the variable takes a comma-separated list; the flags (or else the variable) go
     /// after the file's `[kafka]` table
-    #[arg(long = "kafka", env = "TOOLCALLS_KAFKA", value_name = "KEY=VALUE", value_parser = toolcalls_settings::parse_key_value, value_delimiter = ',', hide_env_values = true)]
+    #[arg(long = "kafka", env = "TOOLCALLS_KAFKA", value_name = "KEY=VALUE", value_parser = toolcalls_settings::KeyValueParser, value_delimiter = ',', hide_env_values = true)]
     pub kafka: Vec<(String, String)>,
     #[command(flatten)]
     pub topics: InputTopics,

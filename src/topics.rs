@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use toolcalls_processor::config::{Topics, DEFAULT_BROKERS};
 use toolcalls_processor::{Settings, TopicOutcome, TopicPlan};
 use toolcalls_producer::BrokerWatch;
-use toolcalls_settings::{parse_key_value, ConfigFile};
+use toolcalls_settings::{ConfigFile, KeyValueParser};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -58,7 +58,7 @@ struct Cluster {
     /// librdkafka property for the admin and metadata clients (TLS, SASL), repeatable:
     /// `--kafka security.protocol=SSL`; the variable takes a comma-separated list; the flags (or
     /// else the variable) go after the file's `[kafka]` table
-    #[arg(long = "kafka", env = "TOOLCALLS_KAFKA", value_name = "KEY=VALUE", value_parser = parse_key_value, value_delimiter = ',', hide_env_values = true)]
+    #[arg(long = "kafka", env = "TOOLCALLS_KAFKA", value_name = "KEY=VALUE", value_parser = KeyValueParser, value_delimiter = ',', hide_env_values = true)]
     kafka: Vec<(String, String)>,
     /// How long to wait for the brokers to answer (saying every 10 s why they do not), and for
     /// each request, in milliseconds

@@ -425,3 +425,43 @@ fn a_refused_kafka_property_is_named_without_its_value() {
         assert!(!said.contains("s3cr3t-pw"), "{command:?}: {said}");
     }
 }
+
+/// A `KEY=VALUE` value is split at commas (the variable's separator), so a password holding one
+/// leaves a part without a key: it is refused without being quoted, from the flag and from the
+/// variable alike.
+#[test]
+fn a_value_split_at_a_comma_is_refused_without_quoting_it() {
+    for command in [
+        &["run"][..],
+        &["ingest", "x.jsonl"],
+        &["receive"],
+        &["topics", "create"],
+        &["audit"],
+    ] {
+        for (flag, env) in [
+            (&["--kafka", "sasl.password=s3cr3t,pw-part"][..], None),
+            (&[], Some("sasl.username=u,sasl.password=s3cr3t,pw-part")),
+        ] {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_toolcalls"));
+            c.args(command).args(flag).env_remove("TOOLCALLS_KAFKA");
+            if let Some(value) = env {
+                c.env("TOOLCALLS_KAFKA", value);
+            }
+            let out = c.output().unwrap();
+            let said = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{command:?}: {said}");
+            assert!(
+                said.contains("--kafka takes KEY=VALUE"),
+                "{command:?}: {said}"
+            );
+            assert!(!said.contains("pw-part"), "{command:?}: {said}");
+        }
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+        .args(["run", "--otlp-header", "authorization=Bearer ab,cd-part"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("--otlp-header takes KEY=VALUE"), "{said}");
+    assert!(!said.contains("cd-part"), "{said}");
+}

@@ -13,7 +13,7 @@ pub use crate::secret::Secret;
 use crate::spans::settings::SpanArgs;
 use clap::{Args, ValueEnum};
 use std::net::SocketAddr;
-use toolcalls_settings::{parse_key_value, ConfigFile};
+use toolcalls_settings::{ConfigFile, KeyValueParser};
 
 /// Default bootstrap servers, of the processor and of `toolcalls ingest`.
 pub const DEFAULT_BROKERS: &str = "localhost:9092";
@@ -208,7 +208,7 @@ pub struct Settings {
     /// librdkafka property for every client (TLS, SASL, tuning), after the processor's own,
     /// repeatable: `--kafka security.protocol=SSL`; the variable takes a comma-separated list;
     /// the flags (or else the variable) go after the file's `[kafka]` table
-    #[arg(long = "kafka", env = "TOOLCALLS_KAFKA", value_name = "KEY=VALUE", value_parser = parse_key_value, value_delimiter = ',', hide_env_values = true)]
+    #[arg(long = "kafka", env = "TOOLCALLS_KAFKA", value_name = "KEY=VALUE", value_parser = KeyValueParser, value_delimiter = ',', hide_env_values = true)]
     pub kafka: Vec<(String, String)>,
     /// Test hook: stop dead at a named point (see `failpoint.rs`). Never set it in production.
     #[arg(long, env = "TOOLCALLS_FAILPOINT", hide = true)]

@@ -477,13 +477,46 @@ impl ConfigFile {
     }
 }
 
-/// Parses `key=value` (the values of `--kafka`).
+/// Parses `key=value` (the values of `--kafka`). The error does not quote the value: it may be
+/// a secret, or part of one.
 pub fn parse_key_value(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
-        _ => Err(format!(
-            "`{s}` is not key=value (e.g. --kafka security.protocol=SSL)"
-        )),
+        _ => Err("not key=value (e.g. --kafka security.protocol=SSL)".to_owned()),
+    }
+}
+
+/// The value parser of `KEY=VALUE` options (`--kafka`, `--otlp-header`): [`parse_key_value`],
+/// refusing a value without quoting it. Clap's own message for a refused value quotes it, and
+/// these values hold passwords and tokens: `--kafka sasl.password=a,b` splits at the comma (the
+/// variable's separator, which the flags share), and the `b` it refuses is part of the password.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KeyValueParser;
+
+impl clap::builder::TypedValueParser for KeyValueParser {
+    type Value = (String, String);
+
+    fn parse_ref(
+        &self,
+        cmd: &Command,
+        arg: Option<&Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Self::Value, clap::Error> {
+        value
+            .to_str()
+            .and_then(|s| parse_key_value(s).ok())
+            .ok_or_else(|| {
+                let option = arg
+                    .and_then(Arg::get_long)
+                    .map_or_else(|| "the option".to_owned(), |l| format!("--{l}"));
+                clap::Error::raw(
+                    clap::error::ErrorKind::ValueValidation,
+                    format!(
+                        "{option} takes KEY=VALUE, and a value given is not one (it is not shown here: it may hold a secret); values are split at commas, so a value cannot hold one\n"
+                    ),
+                )
+                .with_cmd(cmd)
+            })
     }
 }
 

@@ -2,7 +2,8 @@
 //! `TOOLCALLS_OTLP_*`, `[spans]` in the config file (headers: the `[otlp_header]` table).
 
 use crate::secret::Secret;
-use toolcalls_settings::{parse_key_value, Dur};
+use clap::builder::TypedValueParser;
+use toolcalls_settings::{Dur, KeyValueParser};
 
 /// Where and how records are exported as OpenTelemetry spans (`[spans]` in the config file).
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
@@ -17,7 +18,7 @@ pub struct SpanArgs {
     /// HTTP header sent with every export, repeatable: `--otlp-header authorization=Bearer…`;
     /// the variable takes a comma-separated list. Values are never logged
     #[arg(long, env = "TOOLCALLS_OTLP_HEADER", value_name = "KEY=VALUE",
-          value_parser = parse_header, value_delimiter = ',', hide_env_values = true)]
+          value_parser = KeyValueParser.map(header), value_delimiter = ',', hide_env_values = true)]
     pub otlp_header: Vec<(String, Secret)>,
     /// Spans waiting to be exported at most; beyond it spans are dropped (counted in
     /// toolcalls_spans_dropped_total{reason="queue_full"}), never waited for: export never
@@ -60,8 +61,8 @@ impl Default for SpanArgs {
     }
 }
 
-fn parse_header(s: &str) -> Result<(String, Secret), String> {
-    parse_key_value(s).map(|(k, v)| (k, Secret(v)))
+fn header((key, value): (String, String)) -> (String, Secret) {
+    (key, Secret(value))
 }
 
 impl SpanArgs {
@@ -155,10 +156,23 @@ mod tests {
 
     #[test]
     fn header_values_are_secrets() {
-        let (k, v) = parse_header("authorization=Bearer abc=").unwrap();
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            spans: SpanArgs,
+        }
+        let cli = Cli::try_parse_from(["x", "--otlp-header", "authorization=Bearer abc="]).unwrap();
+        let (k, v) = &cli.spans.otlp_header[0];
         assert_eq!(k, "authorization");
         assert_eq!(v.0, "Bearer abc=");
         assert_eq!(format!("{v:?}"), "<secret>");
-        assert!(parse_header("novalue").is_err());
+        // A comma splits the value: the part without a key is refused, and not quoted.
+        let e = Cli::try_parse_from(["x", "--otlp-header", "authorization=Bearer ab,cdef"])
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(e.contains("--otlp-header takes KEY=VALUE"), "{e}");
+        assert!(!e.contains("cdef"), "{e}");
     }
 }
