@@ -147,6 +147,7 @@ pub struct FileSummary {
 pub struct KafkaSink {
     publisher: toolcalls_producer::Publisher,
     quiet: bool,
+    strict: bool,
 }
 
 impl Sink for KafkaSink {
@@ -154,10 +155,32 @@ impl Sink for KafkaSink {
         Ok(self.publisher.send(event, payload)?)
     }
 
+    /// Waits for every acknowledgement. The events the brokers refused as too large are said
+    /// and left out, as those the producer refuses are (they are known only now, after every
+    /// file was sent).
     fn finish(&mut self) -> anyhow::Result<()> {
         let delivered = self.publisher.finish()?;
+        let refused = self.publisher.take_refused();
+        for r in &refused {
+            eprintln!(
+                "{}",
+                crate::left_out::said_of_refused("toolcalls ingest", r)
+            );
+        }
+        if self.strict && !refused.is_empty() {
+            bail!(
+                "{} events refused by the brokers as too large; stopping because of --strict",
+                refused.len()
+            );
+        }
         if !self.quiet {
             eprintln!("toolcalls ingest: {delivered} events delivered to Kafka");
+            if !refused.is_empty() {
+                eprintln!(
+                    "toolcalls ingest: {} events refused by the brokers as too large, left out",
+                    refused.len()
+                );
+            }
         }
         Ok(())
     }
@@ -174,6 +197,7 @@ pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
         let mut sink = KafkaSink {
             publisher,
             quiet: args.opts.quiet,
+            strict: args.opts.strict,
         };
         let summaries = run(&args, &redaction, &mut sink)?;
         if !args.opts.quiet {

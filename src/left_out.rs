@@ -1,5 +1,6 @@
-//! Events read but too large for a Kafka message: `ingest` and `--follow` report them, name them
-//! and go on without them, as with a bad line (docs/ADAPTERS.md, "Errors").
+//! Events read but too large for a Kafka message — by the producer's limit, or refused by the
+//! brokers for the topic's: `ingest` and `--follow` report them, name them and go on without
+//! them, as with a bad line (docs/ADAPTERS.md, "Errors").
 
 use toolcalls_model::Event;
 
@@ -22,4 +23,13 @@ pub fn said(name: &str, event: &Event, why: &dyn std::fmt::Display) -> String {
         event.kind(),
         event.session.as_str()
     )
+}
+
+/// What is said of an event of file `name` (or of the run: `ingest` learns of the brokers'
+/// refusals once every file is sent) the brokers refused as too large.
+pub fn said_of_refused(name: &str, refused: &toolcalls_producer::Refused) -> String {
+    match refused.event() {
+        Some(event) => said(name, &event, refused),
+        None => format!("{name}: an event: {refused}"),
+    }
 }

@@ -681,6 +681,40 @@ fn secrets_are_redacted_before_they_are_published() {
     r.stop();
 }
 
+/// An event the brokers refuse as larger than its topic takes is answered 413, saying so, not
+/// 503: a retry would be refused the same way. (librdkafka's mock cluster answers with the
+/// broker's MSG_SIZE_TOO_LARGE: Tansu does not enforce a topic's `max.message.bytes`.)
+#[test]
+fn an_event_the_brokers_refuse_as_too_large_is_answered_413() {
+    use rdkafka::mocking::MockCluster;
+    use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+    let cluster = MockCluster::new(1).expect("mock cluster");
+    let mut s = settings("recv-refused");
+    s.brokers = cluster.bootstrap_servers();
+    for topic in [&s.topics.announce, &s.topics.completion] {
+        cluster.create_topic(topic, 1, 1).expect("topic");
+    }
+    let r = Receiver::start(&s, &[]);
+    cluster.request_errors(
+        RDKafkaApiKey::Produce,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE],
+    );
+    let event = r#"{"v":1,"kind":"announce","source":"t","session":"big","callId":"c1","time":"2026-01-01T00:00:00Z","tool":"ls"}"#;
+    let url = format!("{}/v1/events", r.url);
+    let c = curl(&["--data-binary", "@-"], &url, event.as_bytes());
+    assert_eq!(c.status, 413, "{}", c.body);
+    assert!(
+        c.body.contains("the announce event of session big")
+            && c.body.contains("max.message.bytes"),
+        "{}",
+        c.body
+    );
+    // The refusal was the broker's answer to one request: the next is published.
+    let c = curl(&["--data-binary", "@-"], &url, event.as_bytes());
+    assert_eq!(c.status, 200, "{}", c.body);
+    r.stop();
+}
+
 #[test]
 fn a_listener_beyond_loopback_needs_a_token() {
     let out = Command::new(env!("CARGO_BIN_EXE_toolcalls"))

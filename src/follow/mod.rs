@@ -395,10 +395,15 @@ impl Follower {
                 fresh.push(digest);
             }
         }
-        confirm(&mut self.out, &self.metrics, format, fresh.len())?;
-        for d in &fresh {
-            t.cp.delivered.add(*d);
-        }
+        let strict = self.s.strict;
+        confirm(
+            &mut self.out,
+            &self.metrics,
+            format,
+            &fresh,
+            (t, &name),
+            strict,
+        )?;
         if t.stream.is_none() && t.cp.delivered.len() > 4 * held.len() + 1024 {
             t.cp.delivered.retain(&held);
         }
@@ -443,10 +448,15 @@ impl Follower {
                 fresh.push(identity::event_digest(&payload));
             }
         }
-        confirm(&mut self.out, &self.metrics, format, fresh.len())?;
-        for d in &fresh {
-            t.cp.delivered.add(*d);
-        }
+        let strict = self.s.strict;
+        confirm(
+            &mut self.out,
+            &self.metrics,
+            format,
+            &fresh,
+            (t, &name),
+            strict,
+        )?;
         t.cp.position += end as u64 + 1;
         t.cp.size = stat.size;
         t.cp.mtime_ns = stat.mtime_ns;
@@ -565,13 +575,19 @@ fn vet(t: &mut Tracked, parsed: &mut Parsed, s: &Settings) -> anyhow::Result<()>
     Ok(())
 }
 
-/// Waits for the broker to acknowledge the `sent` events just handed over, and counts them.
+/// Waits for the broker to acknowledge the events of file `name` just handed over (`fresh`, their
+/// digests), counts them, and notes them delivered in the file's checkpoint. Those the brokers
+/// refused as too large are said once and left out, as those the producer refuses are
+/// ([`send`]): noted too, so that they are not sent again.
 fn confirm(
     out: &mut Outlet,
     metrics: &FollowMetrics,
     format: Format,
-    sent: usize,
+    fresh: &[u64],
+    (t, name): (&mut Tracked, &str),
+    strict: bool,
 ) -> anyhow::Result<()> {
+    let sent = fresh.len();
     if sent == 0 {
         return Ok(());
     }
@@ -579,11 +595,23 @@ fn confirm(
         .read
         .with_label_values(&[format.name()])
         .inc_by(sent as u64);
-    out.confirm()?;
+    let refused = out.confirm()?;
+    for r in &refused {
+        let said = crate::left_out::said_of_refused(name, r);
+        if t.said.insert(said.clone()) {
+            eprintln!("toolcalls ingest: {said}");
+        }
+        if strict {
+            anyhow::bail!("{said}; stopping because of --strict");
+        }
+    }
     metrics
         .sent
         .with_label_values(&[format.name()])
-        .inc_by(sent as u64);
+        .inc_by((sent - refused.len().min(sent)) as u64);
+    for d in fresh {
+        t.cp.delivered.add(*d);
+    }
     Ok(())
 }
 

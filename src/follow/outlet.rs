@@ -7,7 +7,7 @@ use anyhow::Context;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use toolcalls_model::Event;
-use toolcalls_producer::Publisher;
+use toolcalls_producer::{Publisher, Refused};
 
 pub enum Outlet {
     Kafka(Publisher),
@@ -27,19 +27,21 @@ impl Outlet {
     }
 
     /// Waits until everything sent is acknowledged (or flushed); fails when anything was not,
-    /// within the delivery timeout.
-    pub fn confirm(&mut self) -> anyhow::Result<()> {
+    /// within the delivery timeout. Returns the events the brokers refused as too large: left
+    /// out, for the caller to say.
+    pub fn confirm(&mut self) -> anyhow::Result<Vec<Refused>> {
         match self {
             Outlet::Kafka(p) => {
                 p.finish()?;
-                Ok(())
+                return Ok(p.take_refused());
             }
-            Outlet::Lines(w) => w.flush().context("cannot write the events"),
+            Outlet::Lines(w) => w.flush().context("cannot write the events")?,
             Outlet::File(w) => w
                 .flush()
                 .and_then(|()| w.get_ref().sync_data())
-                .context("cannot write the events to disk"),
+                .context("cannot write the events to disk")?,
         }
+        Ok(Vec::new())
     }
 }
 

@@ -8,6 +8,7 @@
 //! start with the `Publisher`'s own check.
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::Message;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::ClientContext;
 use std::sync::Arc;
@@ -35,6 +36,10 @@ pub enum Undelivered {
     /// An event is larger than a Kafka message may be: nothing of the request was sent, and a
     /// retry would fail the same way.
     TooLarge(String),
+    /// The brokers refused an event as larger than its topic takes (the topic's
+    /// `max.message.bytes` below the producer's): the request's other events may have been
+    /// published, and a retry would fail the same way.
+    Refused(String),
 }
 
 pub struct Deliverer {
@@ -100,12 +105,10 @@ impl Deliverer {
                 )));
             }
         }
-        self.send_all(events, &payloads)
-            .await
-            .map_err(Undelivered::Retry)
+        self.send_all(events, &payloads).await
     }
 
-    async fn send_all(&self, events: &[Event], payloads: &[Vec<u8>]) -> Result<(), String> {
+    async fn send_all(&self, events: &[Event], payloads: &[Vec<u8>]) -> Result<(), Undelivered> {
         let deadline = Instant::now() + self.timeout;
         let mut waiting = Vec::with_capacity(events.len());
         for (event, payload) in events.iter().zip(payloads) {
@@ -123,18 +126,38 @@ impl Deliverer {
                     {
                         tokio::time::sleep(Duration::from_millis(5)).await;
                     }
-                    Err((e, _)) => return Err(self.why(format!("Kafka refused an event ({e})"))),
+                    Err((e, _)) => {
+                        let why = self.why(format!("Kafka refused an event ({e})"));
+                        return Err(Undelivered::Retry(why));
+                    }
                 }
             }
         }
         // Each event is delivered or failed by librdkafka within `message.timeout.ms` (the
         // delivery timeout); a second more lets the last reports come in.
         let all = async {
-            for future in waiting {
+            for (future, event) in waiting.into_iter().zip(events) {
                 match future.await {
                     Ok(Ok(_)) => {}
-                    Ok(Err((e, _))) => return Err(format!("an event was not delivered ({e})")),
-                    Err(_) => return Err("the producer stopped".to_owned()),
+                    Ok(Err((
+                        KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge),
+                        m,
+                    ))) => {
+                        let refused = toolcalls_producer::Refused {
+                            payload: m.payload().unwrap_or_default().to_vec(),
+                            topic: m.topic().to_owned(),
+                        };
+                        return Err(Undelivered::Refused(format!(
+                            "the {} event of session {}: {refused}",
+                            event.kind(),
+                            event.session.as_str()
+                        )));
+                    }
+                    Ok(Err((e, _))) => {
+                        let why = format!("an event was not delivered ({e})");
+                        return Err(Undelivered::Retry(self.why(why)));
+                    }
+                    Err(_) => return Err(Undelivered::Retry("the producer stopped".to_owned())),
                 }
             }
             Ok(())
@@ -144,11 +167,11 @@ impl Deliverer {
                 self.watch.reachable();
                 Ok(())
             }
-            Ok(Err(e)) => Err(self.why(e)),
-            Err(_) => Err(self.why(format!(
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(Undelivered::Retry(self.why(format!(
                 "the brokers did not acknowledge the events within {:?} (--delivery-timeout)",
                 self.timeout
-            ))),
+            )))),
         }
     }
 

@@ -101,6 +101,13 @@ pub async fn deliver(s: &Shared, route: &'static str, events: &[Event]) -> Resul
                 message: format!("{why}; nothing of this request was published"),
             })
         }
+        Err(Undelivered::Refused(why)) => {
+            tracing::warn!(route, events = events.len(), "not delivered: {why}");
+            Err(Refusal {
+                status: StatusCode::PAYLOAD_TOO_LARGE,
+                message: format!("{why}; the other events of this request may have been published, and sending it again gives the same answer"),
+            })
+        }
         Err(Undelivered::Retry(why)) => {
             tracing::warn!(route, events = events.len(), "not delivered: {why}");
             Err(Refusal {

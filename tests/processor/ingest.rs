@@ -178,3 +178,79 @@ async fn an_event_too_large_for_kafka_is_reported_and_left_out() {
         String::from_utf8_lossy(&strict.stderr)
     );
 }
+
+/// An event the brokers refuse as larger than its topic takes (the topic's `max.message.bytes`
+/// below the producer's `message.max.bytes`) is reported, named and left out, by `ingest` and by
+/// `--follow`, which goes on and, restarted, does not stop on it again. Tansu does not enforce
+/// a topic's `max.message.bytes`, so librdkafka's mock cluster answers the first produce request
+/// with the broker's MSG_SIZE_TOO_LARGE.
+#[test]
+fn an_event_the_brokers_refuse_as_too_large_is_reported_and_left_out() {
+    use rdkafka::mocking::MockCluster;
+    use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+    let cluster = MockCluster::new(1).expect("mock cluster");
+    for topic in ["in.announce", "in.completion"] {
+        cluster.create_topic(topic, 1, 1).expect("topic");
+    }
+    let refuse_next_produce = || {
+        cluster.request_errors(
+            RDKafkaApiKey::Produce,
+            &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE],
+        )
+    };
+    let line = serde_json::json!({
+        "session_id": "refused-session",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Read",
+        "tool_input": {"file_path": "/a"},
+        "tool_use_id": "toolu_refused",
+        "timestamp": "2026-02-14T09:12:00.112Z",
+    });
+    let dir = std::env::temp_dir().join(unique("toolcalls-refused"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("hooks.jsonl");
+    std::fs::write(&file, format!("{line}\n")).unwrap();
+    let checkpoints = dir.join("checkpoints");
+    let ingest = |extra: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+            .env_clear()
+            .args(["ingest", "--format", "claude-code-hooks"])
+            .args(["--brokers", &cluster.bootstrap_servers()])
+            .args(["--announce-topic", "in.announce"])
+            .args(["--completion-topic", "in.completion"])
+            .args(extra)
+            .arg(&file)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let refusal = "the announce event of session refused-session, call toolu_refused: the Kafka brokers refused its";
+
+    refuse_next_produce();
+    let (code, said) = ingest(&[]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains(refusal), "{said}");
+    assert!(
+        said.contains("0 events delivered to Kafka")
+            && said.contains("1 events refused by the brokers as too large, left out"),
+        "{said}"
+    );
+    refuse_next_produce();
+    let (code, said) = ingest(&["--strict"]);
+    assert_eq!(code, Some(2), "{said}");
+
+    let follow = ["--follow", "--once", "--checkpoint-dir"];
+    let mut follow: Vec<&str> = follow.to_vec();
+    follow.push(checkpoints.to_str().unwrap());
+    refuse_next_produce();
+    let (code, said) = ingest(&follow);
+    assert_eq!(code, Some(0), "the follower goes on: {said}");
+    assert!(said.contains(refusal), "{said}");
+    let (code, said) = ingest(&follow);
+    assert_eq!(code, Some(0), "restarted, it does not stop on it: {said}");
+    assert!(!said.contains(refusal), "said once, not sent again: {said}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -15,13 +15,15 @@
 
 pub mod partitioner;
 pub mod reach;
+pub mod refused;
 
 pub use partitioner::partition_of;
 pub use reach::{BrokerWatch, Notice, Trouble, REPEAT_EVERY};
+pub use refused::Refused;
 
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
-use rdkafka::message::DeliveryResult;
+use rdkafka::message::{DeliveryResult, Message};
 use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::ClientContext;
@@ -118,6 +120,8 @@ struct Deliveries {
     delivered: AtomicU64,
     failed: AtomicU64,
     first: Mutex<Option<String>>,
+    /// Left out, not failed: see [`Refused`].
+    refused: Mutex<Vec<Refused>>,
 }
 
 struct Context {
@@ -143,6 +147,18 @@ impl ProducerContext for Context {
             Ok(_) => {
                 self.deliveries.delivered.fetch_add(1, Ordering::Relaxed);
                 self.watch.reachable();
+            }
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge), m)) => {
+                let refused = Refused {
+                    payload: m.payload().unwrap_or_default().to_vec(),
+                    topic: m.topic().to_owned(),
+                };
+                let mut all = self
+                    .deliveries
+                    .refused
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                all.push(refused);
             }
             Err((e, _)) => {
                 self.deliveries.failed.fetch_add(1, Ordering::Relaxed);
@@ -430,6 +446,17 @@ impl Publisher {
         Ok(self.deliveries.delivered.load(Ordering::Relaxed))
     }
 
+    /// The events the brokers refused as too large since the last call: left out, not failed
+    /// ([`finish`](Publisher::finish) does not count them); the caller says each.
+    pub fn take_refused(&self) -> Vec<Refused> {
+        let mut all = self
+            .deliveries
+            .refused
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        std::mem::take(&mut *all)
+    }
+
     /// The watch this publisher tells of its brokers' troubles.
     pub fn watch(&self) -> &Arc<BrokerWatch> {
         &self.watch
@@ -477,6 +504,55 @@ mod tests {
                 settings.client_config("tls-test").create();
             assert!(made.is_ok(), "{protocol}: {:?}", made.err());
         }
+    }
+
+    /// The brokers refusing an event as larger than its topic takes leave it out, said, and
+    /// the events after it are still delivered.
+    #[test]
+    fn an_event_the_brokers_refuse_as_too_large_is_left_out_not_failed() {
+        use rdkafka::mocking::MockCluster;
+        use rdkafka::types::RDKafkaApiKey;
+        let cluster = MockCluster::new(1).expect("mock cluster");
+        for topic in ["a", "c"] {
+            cluster.create_topic(topic, 1, 1).expect("topic");
+        }
+        let publisher = Publisher::new(PublishSettings {
+            brokers: cluster.bootstrap_servers(),
+            announce_topic: "a".into(),
+            completion_topic: "c".into(),
+            kafka: vec![],
+            flush_timeout: Duration::from_secs(10),
+        })
+        .expect("publisher");
+        publisher.check_topics().expect("topics");
+        let event = |call: &str| {
+            let line = format!(
+                r#"{{"v":1,"kind":"announce","source":"s","session":"x","callId":"{call}","time":"2026-01-01T00:00:00Z","tool":"t"}}"#
+            );
+            Event::decode(line.as_bytes()).unwrap()
+        };
+        let big = event("big");
+        cluster.request_errors(
+            RDKafkaApiKey::Produce,
+            &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE],
+        );
+        publisher.send(&big, &big.encode()).expect("enqueued");
+        assert_eq!(publisher.finish().expect("nothing failed"), 0);
+        let refused = publisher.take_refused();
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert_eq!(refused[0].event(), Some(big));
+        assert_eq!(refused[0].topic, "a");
+        let said = refused[0].to_string();
+        assert!(
+            said.contains("max.message.bytes") && said.contains("left out"),
+            "{said}"
+        );
+        assert!(publisher.take_refused().is_empty(), "each said once");
+
+        let next = event("next");
+        publisher.send(&next, &next.encode()).expect("enqueued");
+        assert_eq!(publisher.finish().expect("delivered"), 1);
+        assert!(publisher.take_refused().is_empty());
     }
 
     #[test]
