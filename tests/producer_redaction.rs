@@ -163,3 +163,62 @@ fn ingest_and_follow_send_no_secret_and_the_ledger_joins_as_before() {
     assert_eq!(changed, 1, "one call held the secrets");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A follower knows what it delivered by what it read, not by what it sent: restarted with other
+/// rules, a document it reads again (a Gemini CLI session is one JSON document, read whole at
+/// every change) sends nothing again.
+#[test]
+fn a_follower_restarted_with_other_rules_sends_nothing_again() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/fixtures/gemini-cli/agentcmd-session-453aa339.json");
+    let Ok(text) = std::fs::read_to_string(&fixture) else {
+        println!(
+            "skipped: ../shared/fixtures is missing (the shared fixtures live beside the project)"
+        );
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("toolcalls-follow-rules-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let session = dir.join("session.json");
+    std::fs::write(&session, &text).unwrap();
+    let (out, checkpoints) = (dir.join("events.jsonl"), dir.join("checkpoints"));
+    let follow = |patterns: &[&str]| {
+        let mut args = vec![
+            "ingest",
+            "--follow",
+            "--once",
+            "--quiet",
+            session.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--checkpoint-dir",
+            checkpoints.to_str().unwrap(),
+        ];
+        for p in patterns {
+            args.extend(["--redact-pattern", p]);
+        }
+        toolcalls(&args);
+        std::fs::read_to_string(&out).unwrap()
+    };
+    let first = follow(&["gemini-test"]);
+    assert!(first.lines().count() > 2, "{first}");
+    assert!(
+        !first.contains("gemini-test") && first.contains("[REDACTED]"),
+        "{first}"
+    );
+
+    // The session is saved again (its `lastUpdated` changes): read whole once more, with a
+    // rule that redacts more of the same events.
+    let updated = text.replacen("\"lastUpdated\": \"", "\"lastUpdated\": \"2", 1);
+    let updated = if updated == text {
+        text.replacen("\"lastUpdated\":\"", "\"lastUpdated\":\"2", 1)
+    } else {
+        updated
+    };
+    assert_ne!(updated, text, "the fixture has a lastUpdated");
+    std::fs::write(&session, &updated).unwrap();
+    let second = follow(&["gemini-test", "created"]);
+    assert_eq!(second, first, "nothing sent again");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

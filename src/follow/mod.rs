@@ -46,6 +46,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use toolcalls_adapters::{parse, Format, Options, Parsed, Stream};
 use toolcalls_model::redact::Redaction;
+use toolcalls_model::Event;
 
 /// What the follower is told.
 pub struct Settings {
@@ -375,12 +376,12 @@ impl Follower {
         let mut stream = (!complete::is_document(format, &bytes))
             .then(|| Stream::new(format, &name, &self.s.options))
             .flatten();
-        let mut parsed = match stream.as_mut() {
+        let parsed = match stream.as_mut() {
             Some(s) => s.push(&bytes[..ready]),
             None => parse(format, &name, &bytes[..ready], &self.s.options),
         };
         t.stream = stream;
-        vet(t, &mut parsed, &self.s)?;
+        vet(t, &parsed, &self.s)?;
         // The events of this parse the file has delivered fewer times than the parse holds them.
         let mut held: HashMap<u64, u32> = HashMap::new();
         let mut fresh = Vec::new();
@@ -390,7 +391,7 @@ impl Follower {
             let n = held.entry(digest).or_default();
             *n += 1;
             if *n > t.cp.delivered.count(digest)
-                && send(&mut self.out, t, &name, event, &payload, self.s.strict)?
+                && send(&mut self.out, t, &name, event, &payload, &self.s)?
             {
                 fresh.push(digest);
             }
@@ -438,13 +439,13 @@ impl Follower {
         let Some(end) = tail.bytes.iter().rposition(|&b| b == b'\n') else {
             return Ok(());
         };
-        let mut parsed = stream.push(&tail.bytes[..=end]);
-        vet(t, &mut parsed, &self.s)?;
+        let parsed = stream.push(&tail.bytes[..=end]);
+        vet(t, &parsed, &self.s)?;
         let mut fresh = Vec::with_capacity(parsed.events.len());
         let name = path.display().to_string();
         for event in &parsed.events {
             let payload = event.encode();
-            if send(&mut self.out, t, &name, event, &payload, self.s.strict)? {
+            if send(&mut self.out, t, &name, event, &payload, &self.s)? {
                 fresh.push(identity::event_digest(&payload));
             }
         }
@@ -531,16 +532,27 @@ fn appended(path: &Path, cp: &Checkpoint) -> std::io::Result<Option<Tail>> {
     Ok(Some(Tail { bytes, fingerprint }))
 }
 
-/// Sends `event` of file `name`; one too large for a Kafka message is said once and left out, as
-/// a bad line is (with `--strict` it stops the follower). Whether it was sent.
+/// Sends `event` of file `name` (`payload` is its encoding), redacted; one too large for a Kafka
+/// message is said once and left out, as a bad line is (with `--strict` it stops the follower).
+/// Whether it was sent.
+///
+/// The checkpoints know an event by the digest of what was read, not of what was sent: with
+/// other redaction rules after a restart, a document read again does not send again the events
+/// it delivered.
 fn send(
     out: &mut Outlet,
     t: &mut Tracked,
     name: &str,
-    event: &toolcalls_model::Event,
+    event: &Event,
     payload: &[u8],
-    strict: bool,
+    s: &Settings,
 ) -> anyhow::Result<bool> {
+    let redacted = redacted(&s.redaction, event);
+    let (event, payload) = match &redacted {
+        Some((e, p)) => (e, p.as_slice()),
+        None => (event, payload),
+    };
+    let strict = s.strict;
     match out.send(event, payload) {
         Ok(()) => Ok(true),
         Err(e) if crate::left_out::is_too_large(&e) => {
@@ -557,9 +569,21 @@ fn send(
     }
 }
 
+/// `event` as it leaves, and its encoding, when the redaction rules change it.
+fn redacted(rules: &Redaction, event: &Event) -> Option<(Event, Vec<u8>)> {
+    if rules.is_empty() {
+        return None;
+    }
+    let mut e = event.clone();
+    rules.apply_event(&mut e).then(|| {
+        let payload = e.encode();
+        (e, payload)
+    })
+}
+
 /// Says each bad line once (through the redaction's patterns: the message may quote the line),
-/// with `--strict` the first one stopping the follower; then redacts the events.
-fn vet(t: &mut Tracked, parsed: &mut Parsed, s: &Settings) -> anyhow::Result<()> {
+/// with `--strict` the first one stopping the follower.
+fn vet(t: &mut Tracked, parsed: &Parsed, s: &Settings) -> anyhow::Result<()> {
     for e in &parsed.errors {
         let said = s.redaction.in_text(&e.to_string()).into_owned();
         if t.said.insert(said.clone()) {
@@ -568,9 +592,6 @@ fn vet(t: &mut Tracked, parsed: &mut Parsed, s: &Settings) -> anyhow::Result<()>
                 anyhow::bail!("{said}; stopping because of --strict");
             }
         }
-    }
-    for event in &mut parsed.events {
-        s.redaction.apply_event(event);
     }
     Ok(())
 }
