@@ -7,7 +7,7 @@
 #   TOOLCALLS_FUZZ_SEED=7 scripts/fuzz.sh   # another sequence of inputs (the default is fixed)
 #
 # The tests (a bounded run of each is part of scripts/test.sh):
-#   crates/model/tests/fuzz.rs        event decoding (mutated v1 events)
+#   crates/model/tests/fuzz.rs        event decoding (mutated v1 events), and their redaction
 #   crates/adapters/tests/fuzz.rs     every adapter, then the core and the record encoder
 #   crates/core/tests/fuzz_local.rs   local mode's path for v1 events, then the record encoder
 #   crates/core/tests/fuzz_restore.rs the restore from a damaged changelog, then more events

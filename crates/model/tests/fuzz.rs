@@ -1,6 +1,8 @@
 //! Fuzzing event decoding: mutated v1 events (the README's example session, the schema examples,
 //! one event of every kind) must never panic `Event::decode`, and what decodes must encode and
 //! decode again to the same event, with a checksum and a lossy tree for its arguments and result.
+//! Redacted as the producers redact it, an event must still encode and decode again, keep the
+//! checksum its arguments gave it, and be left alone by the same rules a second time.
 //!
 //! A bounded run is part of `cargo test`; `TOOLCALLS_FUZZ_SECS=600 scripts/fuzz.sh` is the long
 //! run (see `support/fuzz.rs` for the knobs).
@@ -10,7 +12,8 @@ mod fuzz;
 
 use std::path::Path;
 
-use toolcalls_model::checksum::{checksum_of_encoded, checksum_of_json};
+use toolcalls_model::checksum::{checksum_of_encoded, checksum_of_json, Checksum};
+use toolcalls_model::redact::Redaction;
 use toolcalls_model::{Event, EventBody, Json};
 
 fn workspace_root() -> &'static Path {
@@ -78,6 +81,56 @@ fn check_event(bytes: &[u8]) {
     if let Some(result) = result {
         let _ = result.to_value();
     }
+    check_redacted(&event);
+}
+
+/// The checksum the processor joins `event` by: the one it names, else its tool's and arguments'.
+fn joined_by(event: &Event) -> Option<Checksum> {
+    let (tool, args, checksum) = match &event.body {
+        EventBody::Announce(a) => (Some(a.tool.as_str()), a.args.as_ref(), &a.checksum),
+        EventBody::Completion(c) => (c.tool.as_deref(), c.args.as_ref(), &c.checksum),
+        EventBody::Approval(a) => (a.tool.as_deref(), a.args.as_ref(), &a.checksum),
+        EventBody::HookDecision(h) => (h.tool.as_deref(), h.args.as_ref(), &h.checksum),
+        _ => return None,
+    };
+    checksum.clone().or_else(|| {
+        let (tool, args) = (tool?, args?);
+        Some(checksum_of_json(tool, Some(args)))
+    })
+}
+
+fn check_redacted(event: &Event) {
+    thread_local! {
+        static RULES: Redaction = Redaction::new(
+            &["/a".into(), "/0".into(), "/x/y".into(), "/password".into()],
+            &["[a-z]{3}".into(), "\\d+".into()],
+        )
+        .expect("valid rules");
+    }
+    RULES.with(|rules| {
+        let mut redacted = event.clone();
+        rules.apply_event(&mut redacted);
+        assert_eq!(
+            joined_by(&redacted),
+            joined_by(event),
+            "redaction changed the checksum the call joins by"
+        );
+        let encoded = redacted.encode();
+        let again = Event::decode(&encoded).unwrap_or_else(|e| {
+            panic!(
+                "a redacted event does not decode ({e}): {}",
+                String::from_utf8_lossy(&encoded)
+            )
+        });
+        assert_eq!(again, redacted, "a redacted event changed through its JSON");
+        let mut twice = redacted.clone();
+        rules.apply_event(&mut twice);
+        assert_eq!(
+            joined_by(&twice),
+            joined_by(event),
+            "redacting again changed the checksum"
+        );
+    });
 }
 
 #[test]
