@@ -123,6 +123,8 @@ fn the_follower_serves_its_metrics() {
             "127.0.0.1:0",
             "--poll-interval",
             "50ms",
+            "--redact-pattern",
+            "NavUser",
             "--out",
         ])
         .arg(d.join("out.jsonl"))
@@ -160,16 +162,20 @@ fn the_follower_serves_its_metrics() {
             .find(|l| l.starts_with(series))
             .and_then(|l| l.rsplit(' ').next()?.parse().ok())
     };
+    let behind = format!(
+        "toolcalls_producer_file_bytes_behind{{file=\"{}\"}}",
+        file.display()
+    );
+    // Until the first poll is over: the events counted as sent (during the file's step) and
+    // the bytes behind noted (after it).
     let mut text = String::new();
     while Instant::now() < deadline {
         text = scrape();
-        if value(
+        let sent = value(
             &text,
             "toolcalls_producer_events_sent_total{format=\"claude-code\"}",
-        )
-        .unwrap_or(0.0)
-            > 0.0
-        {
+        );
+        if sent.unwrap_or(0.0) > 0.0 && value(&text, &behind).is_some() {
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -181,14 +187,22 @@ fn the_follower_serves_its_metrics() {
         "toolcalls_producer_events_sent_total{format=\"claude-code\"}",
     )
     .unwrap();
-    let written = std::fs::read_to_string(d.join("out.jsonl"))
-        .unwrap()
-        .lines()
-        .count();
-    assert_eq!(sent as usize, written, "{text}");
-    let behind = format!(
-        "toolcalls_producer_file_bytes_behind{{file=\"{}\"}}",
-        file.display()
+    let out = std::fs::read_to_string(d.join("out.jsonl")).unwrap();
+    assert_eq!(sent as usize, out.lines().count(), "{text}");
+    assert!(!out.contains("NavUser"), "redacted before it is sent");
+    let redacted = out.lines().filter(|l| l.contains("[REDACTED]")).count();
+    assert!(redacted > 0);
+    assert_eq!(
+        value(
+            &text,
+            "toolcalls_producer_events_redacted_total{format=\"claude-code\"}"
+        ),
+        Some(redacted as f64),
+        "{text}"
+    );
+    assert!(
+        !text.contains("toolcalls_producer_events_left_out_total{"),
+        "nothing left out: {text}"
     );
     assert_eq!(value(&text, &behind), Some(partial.len() as f64), "{text}");
     assert!(

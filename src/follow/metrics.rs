@@ -11,6 +11,12 @@ pub struct FollowMetrics {
     pub read: IntCounterVec,
     /// Events published and acknowledged, by format.
     pub sent: IntCounterVec,
+    /// Events said and left out, by format and why: too large for a Kafka message by the
+    /// producer's limit (`too_large`), or refused by the brokers for the topic's
+    /// (`refused_too_large`).
+    pub left_out: IntCounterVec,
+    /// Events the redaction rules changed before they were sent, by format.
+    pub redacted: IntCounterVec,
     /// Deliveries that failed (the follower then stops; a restart resumes from the checkpoints).
     pub send_errors: IntCounter,
     /// Bytes of each followed file not yet delivered.
@@ -37,6 +43,16 @@ impl FollowMetrics {
         let sent = counter_vec(
             "toolcalls_producer_events_sent_total",
             "Events published and acknowledged, by format.",
+            &["format"],
+        );
+        let left_out = counter_vec(
+            "toolcalls_producer_events_left_out_total",
+            "Events said and left out, by format and reason (too_large: over the producer's message.max.bytes; refused_too_large: refused by the brokers for the topic's max.message.bytes).",
+            &["format", "reason"],
+        );
+        let redacted = counter_vec(
+            "toolcalls_producer_events_redacted_total",
+            "Events the redaction rules changed before they were sent, by format.",
             &["format"],
         );
         let send_errors = IntCounter::new(
@@ -68,6 +84,8 @@ impl FollowMetrics {
             registry,
             read,
             sent,
+            left_out,
+            redacted,
             send_errors,
             behind,
             checkpoint_time,

@@ -391,7 +391,15 @@ impl Follower {
             let n = held.entry(digest).or_default();
             *n += 1;
             if *n > t.cp.delivered.count(digest)
-                && send(&mut self.out, t, &name, event, &payload, &self.s)?
+                && send(
+                    &mut self.out,
+                    t,
+                    &name,
+                    event,
+                    &payload,
+                    &self.s,
+                    &self.metrics,
+                )?
             {
                 fresh.push(digest);
             }
@@ -445,7 +453,15 @@ impl Follower {
         let name = path.display().to_string();
         for event in &parsed.events {
             let payload = event.encode();
-            if send(&mut self.out, t, &name, event, &payload, &self.s)? {
+            if send(
+                &mut self.out,
+                t,
+                &name,
+                event,
+                &payload,
+                &self.s,
+                &self.metrics,
+            )? {
                 fresh.push(identity::event_digest(&payload));
             }
         }
@@ -546,16 +562,25 @@ fn send(
     event: &Event,
     payload: &[u8],
     s: &Settings,
+    metrics: &FollowMetrics,
 ) -> anyhow::Result<bool> {
+    let format = t.format.map_or("?", Format::name);
     let redacted = redacted(&s.redaction, event);
     let (event, payload) = match &redacted {
-        Some((e, p)) => (e, p.as_slice()),
+        Some((e, p)) => {
+            metrics.redacted.with_label_values(&[format]).inc();
+            (e, p.as_slice())
+        }
         None => (event, payload),
     };
     let strict = s.strict;
     match out.send(event, payload) {
         Ok(()) => Ok(true),
         Err(e) if crate::left_out::is_too_large(&e) => {
+            metrics
+                .left_out
+                .with_label_values(&[format, "too_large"])
+                .inc();
             let said = crate::left_out::said(name, event, &e);
             if t.said.insert(said.clone()) {
                 eprintln!("toolcalls ingest: {said}");
@@ -618,6 +643,10 @@ fn confirm(
         .inc_by(sent as u64);
     let refused = out.confirm()?;
     for r in &refused {
+        metrics
+            .left_out
+            .with_label_values(&[format.name(), "refused_too_large"])
+            .inc();
         let said = crate::left_out::said_of_refused(name, r);
         if t.said.insert(said.clone()) {
             eprintln!("toolcalls ingest: {said}");

@@ -30,8 +30,9 @@ pub struct Opts {
     /// following until stopped — for runs from cron or a batch job
     #[arg(long, env = "TOOLCALLS_FOLLOW_ONCE")]
     pub once: bool,
-    /// Serve the follower's metrics (`GET /metrics`: events read and sent per format, bytes
-    /// behind per file, send errors, last checkpoint time) on this address; off unless set
+    /// Serve the follower's metrics (`GET /metrics`: events read, sent, left out and redacted
+    /// per format, bytes behind per file, send errors, last checkpoint time) on this address;
+    /// off unless set
     #[arg(long, env = "TOOLCALLS_FOLLOW_METRICS_ADDR", value_name = "ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
 }

@@ -252,5 +252,42 @@ fn an_event_the_brokers_refuse_as_too_large_is_reported_and_left_out() {
     let (code, said) = ingest(&follow);
     assert_eq!(code, Some(0), "restarted, it does not stop on it: {said}");
     assert!(!said.contains(refusal), "said once, not sent again: {said}");
+
+    // Following on, with its metrics: the event counted as left out, and not as sent.
+    refuse_next_produce();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+        .env_clear()
+        .env("RUST_LOG", "info")
+        .args(["ingest", "--follow", "--format", "claude-code-hooks"])
+        .args(["--brokers", &cluster.bootstrap_servers()])
+        .args(["--announce-topic", "in.announce"])
+        .args(["--completion-topic", "in.completion"])
+        .args(["--metrics-addr", "127.0.0.1:0", "--poll-interval", "50ms"])
+        .arg(&file)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut log = std::io::BufRead::lines(std::io::BufReader::new(child.stderr.take().unwrap()));
+    let addr = log
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            let at = l.find("bound=")?;
+            l[at + 6..].split_whitespace().next().map(str::to_owned)
+        })
+        .expect("the follower says where its metrics are");
+    // Read on: a follower whose stderr is closed cannot say what it left out.
+    std::thread::spawn(move || log.for_each(drop));
+    let left_out = "toolcalls_producer_events_left_out_total{format=\"claude-code-hooks\",reason=\"refused_too_large\"} 1";
+    let sent = "toolcalls_producer_events_sent_total{format=\"claude-code-hooks\"}";
+    let mut metrics = String::new();
+    wait_until("the delivery counted", || {
+        metrics = curl(&format!("http://{addr}/metrics"), &[]).1;
+        metrics.contains(sent)
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(metrics.contains(left_out), "{metrics}");
+    assert!(metrics.contains(&format!("{sent} 0")), "{metrics}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
