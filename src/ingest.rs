@@ -12,6 +12,7 @@
 //! on events not delivered, after `--delivery-timeout`; meanwhile it says on stderr which brokers
 //! it cannot reach and why, at once and every 10 s, even with `-q`.
 
+use crate::say::say;
 use anyhow::{bail, Context};
 use std::collections::BTreeMap;
 use std::io::{BufWriter, IsTerminal, Read, Write};
@@ -162,7 +163,7 @@ impl Sink for KafkaSink {
         let delivered = self.publisher.finish()?;
         let refused = self.publisher.take_refused();
         for r in &refused {
-            eprintln!(
+            say!(
                 "{}",
                 crate::left_out::said_of_refused("toolcalls ingest", r)
             );
@@ -174,9 +175,9 @@ impl Sink for KafkaSink {
             );
         }
         if !self.quiet {
-            eprintln!("toolcalls ingest: {delivered} events delivered to Kafka");
+            say!("toolcalls ingest: {delivered} events delivered to Kafka");
             if !refused.is_empty() {
-                eprintln!(
+                say!(
                     "toolcalls ingest: {} events refused by the brokers as too large, left out",
                     refused.len()
                 );
@@ -225,7 +226,7 @@ fn publisher(args: &Args, file: &ConfigFile) -> anyhow::Result<toolcalls_produce
     let brokers = &args.publish.brokers;
     // Brokers out of reach are said at once and every 10 s, quiet or not.
     let watch = toolcalls_producer::BrokerWatch::new(brokers, |notice| {
-        eprintln!("toolcalls ingest: {notice}");
+        say!("toolcalls ingest: {notice}");
     });
     let publisher = toolcalls_producer::Publisher::with_watch(
         args.publish.settings(file, args.opts.delivery_timeout.0),
@@ -319,7 +320,7 @@ pub fn run(
             summary.bad_lines += 1;
             // The message may quote the line, secrets included.
             let e = redaction.in_text(&e.to_string()).into_owned();
-            eprintln!("{e}");
+            say!("{e}");
             if o.strict {
                 bail!("{e}; stopping because of --strict");
             }
@@ -337,7 +338,7 @@ pub fn run(
                 }
                 summary.too_large += 1;
                 let said = crate::left_out::said(&name, event, &e);
-                eprintln!("{said}");
+                say!("{said}");
                 if o.strict {
                     bail!("{said}; stopping because of --strict");
                 }
@@ -370,13 +371,13 @@ fn read(path: &Path) -> anyhow::Result<(String, Vec<u8>)> {
 fn print_summary(files: &[FileSummary]) {
     let events: u64 = files.iter().flat_map(|f| f.events.values()).sum();
     let bad: u64 = files.iter().map(|f| f.bad_lines).sum();
-    eprintln!(
+    say!(
         "toolcalls ingest: {} files, {events} events, {bad} bad lines",
         files.len()
     );
     for f in files {
         let kinds: Vec<String> = f.events.iter().map(|(k, n)| format!("{k} {n}")).collect();
-        eprintln!(
+        say!(
             "  {} [{}]: {}; {} sessions, {} bad lines, {} rows skipped",
             f.name,
             f.format.map_or("?", Format::name),
@@ -390,15 +391,17 @@ fn print_summary(files: &[FileSummary]) {
             f.skipped
         );
         if f.too_large > 0 {
-            eprintln!(
+            say!(
                 "  {}: {} events too large for a Kafka message, left out",
-                f.name, f.too_large
+                f.name,
+                f.too_large
             );
         }
         if f.redacted > 0 {
-            eprintln!(
+            say!(
                 "  {}: {} events redacted before they were sent",
-                f.name, f.redacted
+                f.name,
+                f.redacted
             );
         }
     }
@@ -435,7 +438,7 @@ impl Progress {
 
     fn done(&self) {
         if self.shown {
-            eprintln!();
+            say!();
         }
     }
 }

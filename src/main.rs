@@ -9,6 +9,7 @@ mod local;
 mod publish_args;
 mod receive;
 mod run;
+mod say;
 mod topics;
 
 use clap::{Parser, Subcommand};

@@ -103,3 +103,58 @@ fn a_broken_document_is_said_not_waited_on_in_silence() {
         "{said}"
     );
 }
+
+/// A follower whose stderr is closed (the pipe to a log collector went away) goes on following:
+/// what it has to say — here that it keeps no checkpoints, and of a bad line — is lost, the
+/// events are not.
+#[test]
+fn a_follower_whose_stderr_is_closed_goes_on() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let d = dir("follow-stderr-closed");
+    let (file, out) = (d.join("hooks.jsonl"), d.join("out.jsonl"));
+    let hook = |id: &str| {
+        format!(
+            r#"{{"session_id":"s","hook_event_name":"PreToolUse","tool_name":"Read","tool_input":{{"file_path":"/a"}},"tool_use_id":"{id}"}}"#
+        )
+    };
+    std::fs::write(&file, format!("{}\n", hook("toolu_a"))).unwrap();
+    let mut child = toolcalls()
+        .args(["ingest", "--follow", "--format", "claude-code-hooks"])
+        .args(["--poll-interval", "50ms", "--out"])
+        .arg(&out)
+        .arg(&file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let wait_for = |what: &str, n: usize, child: &mut std::process::Child| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while events(&out).len() < n {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "the follower stopped, waiting for {what}"
+            );
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait_for("the first event", 1, &mut child);
+    let first = events(&out).len();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap();
+    std::io::Write::write_all(
+        &mut f,
+        format!("{{not json\n{}\n", hook("toolu_b")).as_bytes(),
+    )
+    .unwrap();
+    wait_for("the event after the bad line", first + 1, &mut child);
+    assert!(events(&out).iter().any(|e| e.contains("toolu_b")));
+    assert!(child.try_wait().unwrap().is_none(), "still following");
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&d);
+}

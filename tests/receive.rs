@@ -715,6 +715,44 @@ fn an_event_the_brokers_refuse_as_too_large_is_answered_413() {
     r.stop();
 }
 
+/// A receiver whose stderr is closed (the pipe to a log collector went away) goes on answering
+/// and publishing: each line it logs used to panic the thread that logged it, the first one —
+/// where it listens — the receiver itself.
+#[test]
+fn a_receiver_whose_stderr_is_closed_goes_on() {
+    let s = topics("recv-deaf");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+        .env_clear()
+        .env("RUST_LOG", "info")
+        .args(["receive", "--listen", &listen, "--brokers", &s.brokers])
+        .args(["--announce-topic", &s.topics.announce])
+        .args(["--completion-topic", &s.topics.completion])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("toolcalls receive");
+    drop(child.stderr.take());
+    let event = r#"{"v":1,"kind":"announce","source":"t","session":"deaf","callId":"c1","time":"2026-01-01T00:00:00Z","tool":"ls"}"#;
+    let url = format!("http://{listen}/v1/events");
+    let mut answer = None;
+    wait_until("the receiver to answer", || {
+        assert!(child.try_wait().unwrap().is_none(), "the receiver stopped");
+        let c = curl(&["--data-binary", "@-"], &url, event.as_bytes());
+        answer = Some((c.status, c.body));
+        c.status != 0
+    });
+    assert_eq!(
+        answer,
+        Some((200, r#"{"accepted":1}"#.to_owned())),
+        "published"
+    );
+    assert_eq!(read_to_end(&s.topics.announce).len(), 1);
+    assert!(child.try_wait().unwrap().is_none(), "still running");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 #[test]
 fn a_listener_beyond_loopback_needs_a_token() {
     let out = Command::new(env!("CARGO_BIN_EXE_toolcalls"))

@@ -7,6 +7,7 @@
 //! acknowledged every event they count, the digests first: a crash between the two leaves digests
 //! of events delivered, which is what they say.
 
+use crate::say::say;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -165,12 +166,12 @@ impl Store {
                     self.save_all(&cp)?;
                     out.push(cp);
                 }
-                Ok(cp) => eprintln!(
+                Ok(cp) => say!(
                     "toolcalls ingest: checkpoint {} has version {}, not {VERSION}; ignored (its file is read again from its start)",
                     path.display(),
                     cp.version
                 ),
-                Err(e) => eprintln!(
+                Err(e) => say!(
                     "toolcalls ingest: cannot read checkpoint {} ({e}); ignored (its file is read again from its start)",
                     path.display()
                 ),

@@ -35,6 +35,7 @@ mod scan;
 pub use opts::Opts;
 pub use outlet::Outlet;
 
+use crate::say::say;
 use checkpoint::{Checkpoint, Store};
 use identity::Stat;
 use metrics::FollowMetrics;
@@ -77,7 +78,7 @@ pub fn run(settings: Settings, outlet: Outlet) -> anyhow::Result<()> {
     let store = match &settings.checkpoint_dir {
         Some(dir) => Some(Store::open(dir)?),
         None => {
-            eprintln!("toolcalls ingest: no --checkpoint-dir: a restart will send every file again (the processor drops the repeats)");
+            say!("toolcalls ingest: no --checkpoint-dir: a restart will send every file again (the processor drops the repeats)");
             None
         }
     };
@@ -317,7 +318,7 @@ impl Follower {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
                 Err(e) => {
                     if t.said.insert(format!("read {e}")) {
-                        eprintln!("toolcalls ingest: cannot read {name} ({e}); trying again at every change");
+                        say!("toolcalls ingest: cannot read {name} ({e}); trying again at every change");
                     }
                     t.seen = Some(stat);
                     return Ok(());
@@ -333,7 +334,7 @@ impl Follower {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(e) => {
                 if t.said.insert(format!("read {e}")) {
-                    eprintln!(
+                    say!(
                         "toolcalls ingest: cannot read {name} ({e}); trying again at every change"
                     );
                 }
@@ -350,7 +351,7 @@ impl Follower {
             .or_else(|| Format::detect(&name, &bytes[..bytes.len().min(1 << 16)]))
         else {
             if !bytes.is_empty() && t.said.insert("format".into()) {
-                eprintln!("toolcalls ingest: cannot tell the format of {name} yet; skipped until it can be told (or name it with --format, see docs/ADAPTERS.md)");
+                say!("toolcalls ingest: cannot tell the format of {name} yet; skipped until it can be told (or name it with --format, see docs/ADAPTERS.md)");
             }
             return Ok(());
         };
@@ -359,7 +360,7 @@ impl Follower {
             // Said once: a document caught half-written is read at its next change, but one
             // that stays broken would otherwise be waited for in silence.
             if complete::is_document(format, &bytes) && t.said.insert("incomplete".into()) {
-                eprintln!("toolcalls ingest: {name} is not one complete JSON document ({}) yet; it is read once it is", format.name());
+                say!("toolcalls ingest: {name} is not one complete JSON document ({}) yet; it is read once it is", format.name());
             }
             return Ok(());
         };
@@ -583,7 +584,7 @@ fn send(
                 .inc();
             let said = crate::left_out::said(name, event, &e);
             if t.said.insert(said.clone()) {
-                eprintln!("toolcalls ingest: {said}");
+                say!("toolcalls ingest: {said}");
             }
             if strict {
                 anyhow::bail!("{said}; stopping because of --strict");
@@ -612,7 +613,7 @@ fn vet(t: &mut Tracked, parsed: &Parsed, s: &Settings) -> anyhow::Result<()> {
     for e in &parsed.errors {
         let said = s.redaction.in_text(&e.to_string()).into_owned();
         if t.said.insert(said.clone()) {
-            eprintln!("{said}");
+            say!("{said}");
             if s.strict {
                 anyhow::bail!("{said}; stopping because of --strict");
             }
@@ -649,7 +650,7 @@ fn confirm(
             .inc();
         let said = crate::left_out::said_of_refused(name, r);
         if t.said.insert(said.clone()) {
-            eprintln!("toolcalls ingest: {said}");
+            say!("toolcalls ingest: {said}");
         }
         if strict {
             anyhow::bail!("{said}; stopping because of --strict");
@@ -674,6 +675,8 @@ fn init_logging(quiet: bool) {
         .with_writer(std::io::stderr)
         .with_env_filter(filter)
         .with_ansi(toolcalls_processor::logging::colours())
+        // A stderr that went away loses the lines, not the follower (see `crate::say`).
+        .log_internal_errors(false)
         .try_init();
 }
 

@@ -84,5 +84,7 @@ fn init_logging() {
         .with_writer(std::io::stderr)
         .with_env_filter(filter)
         .with_ansi(toolcalls_processor::logging::colours())
+        // A stderr that went away loses the log lines, not the receiver.
+        .log_internal_errors(false)
         .try_init();
 }

@@ -438,6 +438,29 @@ pub struct Proc {
 
 impl Proc {
     pub fn spawn(s: &Settings, instance: &str, failpoint: Option<&str>) -> Proc {
+        let mut child = Proc::command(s, instance, failpoint)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawning toolcalls run");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let log = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let log2 = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                log2.lock().unwrap().push(line.clone());
+                let _ = tx.send(line);
+            }
+        });
+        Proc {
+            child,
+            lines: rx,
+            log,
+        }
+    }
+
+    /// The command line of `toolcalls run` on `s`'s settings, stdout to nowhere.
+    pub fn command(s: &Settings, instance: &str, failpoint: Option<&str>) -> Command {
         let port = free_port();
         let http: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolcalls"));
@@ -480,8 +503,7 @@ impl Proc {
                 toolcalls_processor::Guarantee::ExactlyOnce => "exactly-once",
                 toolcalls_processor::Guarantee::AtLeastOnce => "at-least-once",
             })
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+            .stdout(Stdio::null());
         for (k, v) in &s.kafka {
             cmd.arg("--kafka").arg(format!("{k}={v}"));
         }
@@ -494,22 +516,7 @@ impl Proc {
         if let Some(fp) = failpoint {
             cmd.env("TOOLCALLS_FAILPOINT", fp);
         }
-        let mut child = cmd.spawn().expect("spawning toolcalls run");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let log = std::sync::Arc::new(Mutex::new(Vec::new()));
-        let log2 = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                log2.lock().unwrap().push(line.clone());
-                let _ = tx.send(line);
-            }
-        });
-        Proc {
-            child,
-            lines: rx,
-            log,
-        }
+        cmd
     }
 
     /// Waits for a stderr line containing `needle`.

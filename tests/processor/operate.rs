@@ -522,3 +522,44 @@ fn live(
     }
     (calls, results)
 }
+
+/// A processor whose stderr is closed (the pipe to a log collector went away) goes on: its log
+/// lines are lost, not the records (its log layer leaves write errors unsaid: saying one with
+/// `eprintln!` would panic the thread that logged).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_processor_whose_stderr_is_closed_goes_on() {
+    use toolcalls_adapters::{parse, Format, Options};
+    let s = settings("deaf");
+    create_topics(&s, 1).await;
+    let parsed = parse(
+        Format::ClaudeCode,
+        "two.jsonl",
+        &fixture("claude-code/agentcmd-full-session-two.jsonl"),
+        &Options::default(),
+    );
+    let expected = toolcalls_core::replay(
+        &s.core,
+        parsed.events.iter().cloned(),
+        toolcalls_core::FinishMode::Keep,
+    )
+    .records
+    .len();
+    assert!(expected > 0);
+    let mut child = Proc::command(&s, "i0", None)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning toolcalls run");
+    drop(child.stderr.take());
+    produce_events(&s, &parsed.events);
+    wait_until("the records", || {
+        assert!(child.try_wait().unwrap().is_none(), "the processor stopped");
+        read_to_end(&s.topics.records).len() >= expected
+    });
+    assert!(
+        read_to_end(&s.topics.dlq).is_empty(),
+        "nothing dead-lettered"
+    );
+    assert!(child.try_wait().unwrap().is_none(), "still running");
+    let _ = child.kill();
+    let _ = child.wait();
+}
