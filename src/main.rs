@@ -12,6 +12,7 @@ mod run;
 mod say;
 mod topics;
 
+use crate::say::say;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -68,7 +69,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            say!("error: {e:#}");
             ExitCode::from(2)
         }
     }

@@ -5,6 +5,7 @@
 //! retention; topics that exist are left alone. `check` runs the startup check of `toolcalls run`
 //! (co-partitioned inputs, a changelog with enough partitions).
 
+use crate::say::say;
 use anyhow::Context;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -89,7 +90,7 @@ impl Cluster {
 /// 10 s) what keeps them out of reach.
 fn reach(settings: &Settings) -> anyhow::Result<()> {
     let watch = Arc::new(BrokerWatch::new(&settings.brokers, |notice| {
-        eprintln!("toolcalls topics: {notice}");
+        say!("toolcalls topics: {notice}");
     }));
     let timeout = Duration::from_millis(settings.kafka_timeout_ms);
     toolcalls_processor::wait_for_brokers(settings, &watch, Some(Instant::now() + timeout))

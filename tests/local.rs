@@ -688,3 +688,20 @@ fn threads_are_a_setting() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// With its stderr closed (a pipe whose reader went away) local mode still writes every record
+/// and exits 0: the summary and the bad line's message are lost, not the run.
+#[test]
+fn a_closed_stderr_loses_the_summary_not_the_run() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+        .args(["local", EXAMPLE])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{:?}", out.status);
+    assert_eq!(records(&out).len(), 9);
+}

@@ -2,6 +2,7 @@
 //! with the input line that made it — and how the chunk's outputs are written: records merged
 //! back into input order on the output, messages on stderr, up to the first `--strict` stop.
 
+use crate::say::say;
 use anyhow::{anyhow, Context};
 use std::io::Write;
 use toolcalls_model::redact::Redaction;
@@ -65,7 +66,7 @@ pub(super) fn write_chunk(
     let cut = stop.map_or(u32::MAX, |i| notes[i].tag);
     write_records(sink, outs, cut)?;
     for note in &notes[..stop.map_or(notes.len(), |i| i + 1)] {
-        eprintln!("{}", redaction.in_text(&note.text));
+        say!("{}", redaction.in_text(&note.text));
         if let Some(fatal) = &note.fatal {
             return Err(anyhow!("{}", redaction.in_text(fatal)));
         }

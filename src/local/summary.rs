@@ -1,6 +1,7 @@
 //! The summary of a run: what became of the events and records, added up over the threads, and
 //! printed on stderr at the end.
 
+use crate::say::say;
 use std::collections::BTreeMap;
 use toolcalls_model::{Phase, Strategy, ToolCallRecord};
 
@@ -49,9 +50,11 @@ impl Summary {
 /// most 20 of them) too.
 pub(super) fn print_summary(s: &Summary, keep: bool, pending: &[ToolCallRecord]) {
     let records: u64 = s.phases.values().sum();
-    eprintln!(
+    say!(
         "toolcalls local: {} events, {} bad lines, {} records",
-        s.events, s.bad_lines, records
+        s.events,
+        s.bad_lines,
+        records
     );
     let join = |items: Vec<String>| {
         if items.is_empty() {
@@ -60,11 +63,11 @@ pub(super) fn print_summary(s: &Summary, keep: bool, pending: &[ToolCallRecord])
             items.join(", ")
         }
     };
-    eprintln!(
+    say!(
         "  by phase:    {}",
         join(s.phases.iter().map(|(k, v)| format!("{k} {v}")).collect())
     );
-    eprintln!(
+    say!(
         "  by strategy: {}",
         join(
             s.strategies
@@ -73,26 +76,29 @@ pub(super) fn print_summary(s: &Summary, keep: bool, pending: &[ToolCallRecord])
                 .collect()
         )
     );
-    eprintln!(
+    say!(
         "  events:      {}",
         join(s.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect())
     );
     if s.duplicates > 0 {
-        eprintln!("  duplicates merged: {}", s.duplicates);
+        say!("  duplicates merged: {}", s.duplicates);
     }
     if !s.rejected.is_empty() {
-        eprintln!(
+        say!(
             "  refused:     {}",
             join(s.rejected.iter().map(|(k, v)| format!("{k} {v}")).collect())
         );
     }
     if keep {
-        eprintln!("  still pending (--at-end keep): {}", s.still_pending);
+        say!("  still pending (--at-end keep): {}", s.still_pending);
         for r in pending.iter().take(20) {
             let tool = r.spec.tool_ref.as_ref().map_or("?", |t| t.name.as_str());
-            eprintln!(
+            say!(
                 "    {} {} {} session={}",
-                r.status.phase, tool, r.metadata.name, r.metadata.session
+                r.status.phase,
+                tool,
+                r.metadata.name,
+                r.metadata.session
             );
         }
     }
