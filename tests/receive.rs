@@ -678,6 +678,13 @@ fn secrets_are_redacted_before_they_are_published() {
         announce.args.as_ref().unwrap().to_value()["api_key"],
         "[REDACTED]"
     );
+    let metrics = http_text(r.metrics.as_deref().unwrap());
+    for line in [
+        r#"toolcalls_receive_events_redacted_total{route="hooks/claude-code"}"#,
+        r#"toolcalls_receive_events_redacted_total{route="events"} 1"#,
+    ] {
+        assert!(metrics.contains(line), "{line} in\n{metrics}");
+    }
     r.stop();
 }
 

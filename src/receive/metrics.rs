@@ -13,6 +13,7 @@ pub struct Metrics {
     registry: Registry,
     requests: IntCounterVec,
     events: IntCounterVec,
+    redacted: IntCounterVec,
 }
 
 impl Metrics {
@@ -34,21 +35,33 @@ impl Metrics {
             &["route"],
         )
         .expect("a valid metric");
-        registry
-            .register(Box::new(requests.clone()))
-            .expect("registered once");
-        registry
-            .register(Box::new(events.clone()))
-            .expect("registered once");
+        let redacted = IntCounterVec::new(
+            Opts::new(
+                "toolcalls_receive_events_redacted_total",
+                "Events the redaction rules changed before they were published, by route",
+            ),
+            &["route"],
+        )
+        .expect("a valid metric");
+        for m in [&requests, &events, &redacted] {
+            registry
+                .register(Box::new(m.clone()))
+                .expect("registered once");
+        }
         Metrics {
             registry,
             requests,
             events,
+            redacted,
         }
     }
 
     pub fn events(&self, route: &str, n: usize) {
         self.events.with_label_values(&[route]).inc_by(n as u64);
+    }
+
+    pub fn redacted(&self, route: &str, n: usize) {
+        self.redacted.with_label_values(&[route]).inc_by(n as u64);
     }
 
     fn request(&self, route: &str, status: StatusCode) {

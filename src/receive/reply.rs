@@ -79,14 +79,16 @@ pub async fn deliver(s: &Shared, route: &'static str, events: &[Event]) -> Resul
     let events = if s.redaction.is_empty() {
         events
     } else {
+        let mut changed = 0;
         redacted = events
             .iter()
             .cloned()
             .map(|mut e| {
-                s.redaction.apply_event(&mut e);
+                changed += usize::from(s.redaction.apply_event(&mut e));
                 e
             })
             .collect();
+        s.metrics.redacted(route, changed);
         &redacted
     };
     match s.deliverer.deliver(events).await {
