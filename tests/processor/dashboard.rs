@@ -9,8 +9,9 @@ use rdkafka::producer::{BaseRecord, Producer};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 struct Prometheus(std::process::Child);
 
@@ -329,6 +330,49 @@ fn produce_pending(s: &toolcalls_processor::Settings, partitions: i32) {
     p.flush(Duration::from_secs(30)).expect("flush");
 }
 
+/// Starts Prometheus on a free port with `config`, its data and log in `dir`, and returns it
+/// once it answers. A port found free can be taken before Prometheus binds it (by another
+/// test's listener or client): Prometheus then exits, and another port is tried.
+async fn start_prometheus(config: &Path, dir: &Path) -> (Prometheus, SocketAddr) {
+    let log = dir.join("prometheus.log");
+    for _ in 0..3 {
+        let port = free_port();
+        let mut p = Prometheus(
+            Command::new("prometheus")
+                .arg(format!("--config.file={}", config.display()))
+                .arg(format!(
+                    "--storage.tsdb.path={}",
+                    dir.join("data").display()
+                ))
+                .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap())
+                .spawn()
+                .expect("prometheus is installed by scripts/install-test-deps.sh"),
+        );
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if tokio::net::TcpStream::connect(addr).await.is_ok() {
+                return (p, addr);
+            }
+            if p.0.try_wait().unwrap().is_some() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "prometheus did not listen on {addr}: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    panic!(
+        "prometheus exited at its start three times: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+}
+
 /// Reads the records topic until it holds `n` distinct record ids.
 async fn wait_records(topic: &str, n: usize) {
     let topic = topic.to_owned();
@@ -374,32 +418,21 @@ async fn every_dashboard_and_alert_expression_returns_data() {
         ),
     )
     .unwrap();
-    let port = free_port();
-    let prom_process = Prometheus(
-        Command::new("prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("prometheus is installed by scripts/install-test-deps.sh"),
-    );
-    let prom: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let (prom_process, prom) = start_prometheus(&config, &dir).await;
 
     // The first instance, scraped before any traffic, so that every counter's rise is seen.
     let a = toolcalls_processor::start(sa.clone(), prometheus::Registry::new())
         .await
         .expect("start i0");
     let up_a = format!(r#"up{{job="toolcalls", instance="{}"}} == 1"#, sa.http_addr);
-    wait_until_async("prometheus to scrape i0", || {
-        let up_a = up_a.clone();
-        async move { query(prom, &up_a).await.is_ok_and(|r| !r.is_empty()) }
-    })
-    .await;
+    let deadline = Instant::now() + WAIT;
+    while !query(prom, &up_a).await.is_ok_and(|r| !r.is_empty()) {
+        if Instant::now() >= deadline {
+            let targets = http_get(prom, "/api/v1/targets").await.1;
+            panic!("timed out waiting for prometheus to scrape i0; its targets say: {targets}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 
     // Completed calls, a call pending on every partition, and a message that is not JSON.
     let (announces, completions) = synth("dash1", 3, 3);
