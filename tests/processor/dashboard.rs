@@ -9,18 +9,7 @@ use rdkafka::producer::{BaseRecord, Producer};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-struct Prometheus(std::process::Child);
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// What the dashboard's variables stand for in the test: every instance, and a rate window that
 /// covers the whole run (Grafana's `$__rate_interval` is at least four scrape intervals; a window
@@ -328,49 +317,6 @@ fn produce_pending(s: &toolcalls_processor::Settings, partitions: i32) {
         .expect("enqueue");
     }
     p.flush(Duration::from_secs(30)).expect("flush");
-}
-
-/// Starts Prometheus on a free port with `config`, its data and log in `dir`, and returns it
-/// once it answers. A port found free can be taken before Prometheus binds it (by another
-/// test's listener or client): Prometheus then exits, and another port is tried.
-async fn start_prometheus(config: &Path, dir: &Path) -> (Prometheus, SocketAddr) {
-    let log = dir.join("prometheus.log");
-    for _ in 0..3 {
-        let port = free_port();
-        let mut p = Prometheus(
-            Command::new("prometheus")
-                .arg(format!("--config.file={}", config.display()))
-                .arg(format!(
-                    "--storage.tsdb.path={}",
-                    dir.join("data").display()
-                ))
-                .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-                .stdout(Stdio::null())
-                .stderr(std::fs::File::create(&log).unwrap())
-                .spawn()
-                .expect("prometheus is installed by scripts/install-test-deps.sh"),
-        );
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if tokio::net::TcpStream::connect(addr).await.is_ok() {
-                return (p, addr);
-            }
-            if p.0.try_wait().unwrap().is_some() {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "prometheus did not listen on {addr}: {}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-    panic!(
-        "prometheus exited at its start three times: {}",
-        std::fs::read_to_string(&log).unwrap_or_default()
-    );
 }
 
 /// Reads the records topic until it holds `n` distinct record ids.

@@ -763,3 +763,59 @@ pub fn curl(url: &str, args: &[&str]) -> (u16, String) {
     let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
     (code.trim().parse().unwrap_or(0), body.to_owned())
 }
+
+/// A Prometheus server (Debian's `prometheus`), killed on drop.
+pub struct Prometheus(pub Child);
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts Prometheus on a free port with `config`, its data and log in `dir`, and returns it
+/// once it answers. A port found free can be taken before Prometheus binds it (by another
+/// test's listener or client): Prometheus then exits, and another port is tried.
+pub async fn start_prometheus(
+    config: &std::path::Path,
+    dir: &std::path::Path,
+) -> (Prometheus, std::net::SocketAddr) {
+    let log = dir.join("prometheus.log");
+    for _ in 0..3 {
+        let port = free_port();
+        let mut p = Prometheus(
+            Command::new("prometheus")
+                .arg(format!("--config.file={}", config.display()))
+                .arg(format!(
+                    "--storage.tsdb.path={}",
+                    dir.join("data").display()
+                ))
+                .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap())
+                .spawn()
+                .expect("prometheus is installed by scripts/install-test-deps.sh"),
+        );
+        let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if tokio::net::TcpStream::connect(addr).await.is_ok() {
+                return (p, addr);
+            }
+            if p.0.try_wait().unwrap().is_some() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "prometheus did not listen on {addr}: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    panic!(
+        "prometheus exited at its start three times: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+}

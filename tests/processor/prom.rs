@@ -1,17 +1,7 @@
 //! A real Prometheus server (Debian's `prometheus`) scrapes a running instance.
 
 use crate::harness::*;
-use std::process::{Command, Stdio};
 use std::time::Duration;
-
-struct Prometheus(std::process::Child);
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_scrapes_the_expected_series() {
@@ -36,21 +26,7 @@ async fn prometheus_scrapes_the_expected_series() {
         ),
     )
     .unwrap();
-    let port = free_port();
-    let _prom = Prometheus(
-        Command::new("prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("prometheus is installed by scripts/install-test-deps.sh"),
-    );
-    let prom: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let (_prom, prom) = start_prometheus(&config, &dir).await;
     let series = [
         "toolcalls_build_info",
         "toolcalls_input_events_total",
