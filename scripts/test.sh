@@ -34,6 +34,13 @@ cargo fmt --all -- --check
 step "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+# The tests and what they start write their temporary files into a directory of this run, which
+# must be empty when they are done: a test that leaves files behind would fill the temporary
+# directory of every machine that runs the suite. A failing test keeps its directory (and says
+# where), so a failed run leaves this one in place for a look.
+test_tmp="$(mktemp -d "${TMPDIR:-/tmp}/toolcalls-test-run.XXXXXX")"
+export TMPDIR="$test_tmp"
+
 # Property tests run at least 1,000 cases each (more when PROPTEST_CASES says so).
 export PROPTEST_CASES="${PROPTEST_CASES:-1000}"
 step "cargo test (PROPTEST_CASES=$PROPTEST_CASES)"
@@ -49,3 +56,12 @@ if [ "$#" -eq 0 ]; then
   step "peers, smoke run (3,000 events: toolcalls, plain Python and Bytewax must join the same calls)"
   EVENTS=3000 ROUNDS=1 TOOLCALLS_BIN=target/debug/toolcalls benches/peers/run.sh
 fi
+
+step "nothing left behind in the temporary directory"
+leftovers="$(find "$test_tmp" -mindepth 1 -maxdepth 1)"
+if [ -n "$leftovers" ]; then
+  echo "the tests left these behind in $test_tmp (each test must remove what it makes):" >&2
+  echo "$leftovers" >&2
+  exit 1
+fi
+rmdir "$test_tmp"

@@ -11,12 +11,15 @@
 #[path = "processor/harness.rs"]
 #[allow(dead_code)]
 mod harness;
+#[path = "support/scratch.rs"]
+mod scratch;
 
 use harness::*;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, Producer};
+use scratch::Scratch;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use toolcalls_model::{Event, ToolCallRecord};
@@ -84,11 +87,8 @@ fn run(args: &[&str]) -> Ran {
 }
 
 /// A fresh directory of this test run, named after the test.
-fn scratch_dir(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("toolcalls-audit-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn scratch_dir(test: &str) -> Scratch {
+    Scratch::new(&format!("audit-{test}"))
 }
 
 fn s(p: &Path) -> &str {

@@ -15,6 +15,10 @@
 //! `skipped: …` and passes. Whether every expression returns data from a real run is
 //! tests/processor/dashboard.rs.
 
+#[path = "support/scratch.rs"]
+mod scratch;
+
+use scratch::Scratch;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -441,8 +445,7 @@ fn toolcalls(args: &[&str]) -> String {
 
 #[test]
 fn the_demo_agents_make_every_kind_of_record_through_the_follower() {
-    let dir = std::env::temp_dir().join(format!("toolcalls-deploy-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = Scratch::new("deploy");
     let sessions = dir.join("sessions");
     let agent = run(Command::new(root().join("deploy/demo/agent.sh"))
         .arg(&sessions)
@@ -474,7 +477,6 @@ fn the_demo_agents_make_every_kind_of_record_through_the_follower() {
         );
         assert!(summary.contains(strategy), "{summary}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The manifests of deploy/kubernetes that kustomization.yaml applies.
@@ -714,8 +716,7 @@ fn kubernetes_parts_refer_to_each_other() {
     // The binary reads it. `toolcalls run` checks the file (every key, every value), then the
     // settings in order, the `--kafka` properties it manages last: refused for that property, the
     // file passed everything before it.
-    let dir = std::env::temp_dir().join(format!("toolcalls-k8s-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Scratch::new("k8s");
     let path = dir.join(file);
     std::fs::write(&path, toml).unwrap();
     let out = run(Command::new(env!("CARGO_BIN_EXE_toolcalls"))
@@ -730,7 +731,6 @@ fn kubernetes_parts_refer_to_each_other() {
         "the ConfigMap's config.toml was not accepted: {}",
         show(&out)
     );
-    let _ = std::fs::remove_dir_all(&dir);
     let http_port = toml
         .lines()
         .find_map(|l| l.strip_prefix("http_addr = "))

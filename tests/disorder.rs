@@ -2,6 +2,10 @@
 //! delayed in arrival by up to two positions (its time intact), `toolcalls local` pairs every
 //! call as the ids pair it in arrival order.
 
+#[path = "support/scratch.rs"]
+mod scratch;
+
+use scratch::Scratch;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use toolcalls_model::{Event, ToolCallRecord};
@@ -29,10 +33,8 @@ fn fixtures() -> Option<Vec<PathBuf>> {
     Some(files)
 }
 
-fn scratch_dir(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("toolcalls-{test}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn scratch_dir(test: &str) -> Scratch {
+    Scratch::new(test)
 }
 
 fn toolcalls(args: &[&str]) -> String {

@@ -8,6 +8,10 @@
 //! No broker is needed: a port nothing listens on refuses every connection. The broker tests of
 //! the same failures (a missing topic, authentication) are in tests/processor/operate.rs.
 
+#[path = "support/scratch.rs"]
+mod scratch;
+
+use scratch::Scratch;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
@@ -315,8 +319,7 @@ fn ingest_without_a_broker_gives_up_at_the_delivery_timeout_saying_what_to_check
     );
 
     // The same setting from the environment, and from the config file's [ingest] table.
-    let dir = std::env::temp_dir().join(format!("toolcalls-failures-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Scratch::new("failures");
     let config = dir.join("ingest.toml");
     std::fs::write(&config, "[ingest]\ndelivery_timeout = \"2s\"\n").unwrap();
     let config = config.to_str().unwrap();
@@ -332,7 +335,6 @@ fn ingest_without_a_broker_gives_up_at_the_delivery_timeout_saying_what_to_check
         assert_eq!(ingest.exit(WAIT).code(), Some(2), "{}", ingest.log());
         assert!(ingest.log().contains(want), "{want}:\n{}", ingest.log());
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -16,7 +16,11 @@
 #[allow(dead_code)]
 mod harness;
 
+#[path = "support/scratch.rs"]
+mod scratch;
+
 use harness::*;
+use scratch::Scratch;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -401,8 +405,7 @@ fn run(root: &Path) {
         .unwrap();
     rt.block_on(create_topics(&followed, 2));
     rt.block_on(create_topics(&oneshot, 2));
-    let work = std::env::temp_dir().join(unique("toolcalls-follow"));
-    std::fs::create_dir_all(&work).unwrap();
+    let work = Scratch::new("follow");
     let mut rng = Rng(SEED);
     let four = "claude-code/agentcmd-full-session-four.jsonl";
     let spotter = "claude-code/spotter-tool-heavy.jsonl";
@@ -549,5 +552,4 @@ fn run(root: &Path) {
         problems.len(),
         problems.join("\n")
     );
-    std::fs::remove_dir_all(&work).unwrap();
 }

@@ -1,14 +1,15 @@
 //! `ingest --follow` on files that are partly broken: it delivers what a one-shot `ingest` of the
 //! same file delivers, and says what it cannot read instead of waiting on it in silence.
 
-use std::path::{Path, PathBuf};
+#[path = "support/scratch.rs"]
+mod scratch;
+
+use scratch::Scratch;
+use std::path::Path;
 use std::process::{Command, Output};
 
-fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("toolcalls-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn dir(name: &str) -> Scratch {
+    Scratch::new(name)
 }
 
 fn toolcalls() -> Command {
@@ -156,5 +157,4 @@ fn a_follower_whose_stderr_is_closed_goes_on() {
     assert!(child.try_wait().unwrap().is_none(), "still following");
     let _ = child.kill();
     let _ = child.wait();
-    let _ = std::fs::remove_dir_all(&d);
 }

@@ -1,8 +1,12 @@
 //! `ingest --follow` without a broker (`--out`): `--once` delivers what is new since the
 //! checkpoints and exits; `--metrics-addr` serves the follower's metrics while it follows.
 
+#[path = "support/scratch.rs"]
+mod scratch;
+
+use scratch::Scratch;
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -22,11 +26,8 @@ fn fixture(path: &str) -> Option<Vec<u8>> {
     }
 }
 
-fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("toolcalls-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn dir(name: &str) -> Scratch {
+    Scratch::new(name)
 }
 
 fn toolcalls() -> Command {
@@ -98,7 +99,6 @@ fn once_delivers_only_what_is_new_since_the_checkpoints() {
         first + second >= expected,
         "{first} + {second} < {expected}"
     );
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
@@ -209,7 +209,6 @@ fn the_follower_serves_its_metrics() {
         value(&text, "toolcalls_producer_send_errors_total") == Some(0.0),
         "{text}"
     );
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
@@ -264,5 +263,4 @@ fn two_followers_cannot_share_a_checkpoint_directory() {
         "{}",
         String::from_utf8_lossy(&third.stderr)
     );
-    let _ = std::fs::remove_dir_all(&d);
 }

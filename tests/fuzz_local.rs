@@ -11,6 +11,10 @@
 #[path = "../crates/model/tests/support/fuzz.rs"]
 mod fuzz;
 
+#[path = "support/scratch.rs"]
+mod scratch;
+
+use scratch::Scratch;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -52,8 +56,7 @@ fn toolcalls_local_never_panics() {
     let corpus = corpus();
     let odd = fuzz::odd_values();
     let budget = fuzz::Budget::from_env(60);
-    let dir = std::env::temp_dir().join(format!("toolcalls-fuzz-local-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Scratch::new("fuzz-local");
     let formats = formats();
     let format = std::cell::Cell::new("v1");
     fuzz::run(
@@ -66,7 +69,6 @@ fn toolcalls_local_never_panics() {
         },
         |input| run_local(&dir, format.get(), input),
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn run_local(dir: &Path, format: &str, input: &[u8]) {

@@ -1,5 +1,9 @@
 //! `toolcalls local` end to end: the bundled example, bad lines, --strict, stdin, --at-end.
 
+#[path = "support/scratch.rs"]
+mod scratch;
+
+use scratch::Scratch;
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 use toolcalls_model::{Phase, Strategy, ToolCallRecord};
@@ -47,10 +51,8 @@ fn toolcalls_with_env(args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) 
 }
 
 /// A fresh directory of this test run, named after the test.
-fn scratch_dir(test: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("toolcalls-{test}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn scratch_dir(test: &str) -> Scratch {
+    Scratch::new(test)
 }
 
 fn records(out: &Output) -> Vec<ToolCallRecord> {
@@ -139,7 +141,6 @@ fn output_is_deterministic_and_can_go_to_a_file() {
     );
     let b = toolcalls(&["local", "-q", EXAMPLE], None);
     assert_eq!(std::fs::read(&path).unwrap(), b.stdout);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -228,7 +229,6 @@ fn settings_come_from_flags_env_and_file() {
         bad.status.code() == Some(2) && stderr.contains("core.turn_grace"),
         "a wrong value in the file is refused even where a flag overrides it: {stderr}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -292,7 +292,6 @@ fn one_config_file_serves_local_and_ingest() {
         Phase::Interrupted,
         "[local] at_end applied"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -319,7 +318,6 @@ fn a_config_file_sets_the_call_timeout_and_keeps_pending_calls() {
         stderr.contains("still pending (--at-end keep): 1"),
         "{stderr}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -354,7 +352,8 @@ fn a_mixed_workload_gives_the_ground_truth() {
             seed,
             ..Default::default()
         });
-        let path = scratch_dir("ledger").join(format!("workload-{seed}.jsonl"));
+        let dir = scratch_dir("ledger");
+        let path = dir.join(format!("workload-{seed}.jsonl"));
         std::fs::write(&path, w.lines.join("\n") + "\n").unwrap();
         let out = toolcalls(&["local", "-q", path.to_str().unwrap()], None);
         assert!(
@@ -584,7 +583,6 @@ fn threads_give_each_fixture_session_the_records_of_one_thread() {
     let mut args = vec!["-"];
     args.extend_from_slice(&window);
     same_on_every_thread_count("fixtures as v1 on stdin", &args, Some(&input));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// A generated workload over many sessions, cut short so calls are still pending at the end,
@@ -653,7 +651,6 @@ fn threads_give_each_generated_session_the_records_of_one_thread() {
         twice[0] == twice[1],
         "--threads 2 wrote two different outputs"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -686,7 +683,6 @@ fn threads_are_a_setting() {
     ] {
         assert!(help.contains(knob), "{knob} missing from:\n{help}");
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// With its stderr closed (a pipe whose reader went away) local mode still writes every record

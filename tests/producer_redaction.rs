@@ -6,6 +6,10 @@
 //! calls, joined the same way, under the checksum of the original arguments — but for the
 //! redacted values. (`toolcalls receive` is checked against a broker in tests/receive.rs.)
 
+#[path = "support/scratch.rs"]
+mod scratch;
+
+use scratch::Scratch;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -80,12 +84,7 @@ fn contains_secret(text: &str) -> bool {
 
 #[test]
 fn ingest_and_follow_send_no_secret_and_the_ledger_joins_as_before() {
-    let dir = std::env::temp_dir().join(format!(
-        "toolcalls-producer-redaction-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Scratch::new("producer-redaction");
     let Some(session) = session_with_secrets(&dir) else {
         println!(
             "skipped: ../shared/fixtures is missing (the shared fixtures live beside the project)"
@@ -161,7 +160,6 @@ fn ingest_and_follow_send_no_secret_and_the_ledger_joins_as_before() {
         }
     }
     assert_eq!(changed, 1, "one call held the secrets");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// A follower knows what it delivered by what it read, not by what it sent: restarted with other
@@ -177,9 +175,7 @@ fn a_follower_restarted_with_other_rules_sends_nothing_again() {
         );
         return;
     };
-    let dir = std::env::temp_dir().join(format!("toolcalls-follow-rules-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Scratch::new("follow-rules");
     let session = dir.join("session.json");
     std::fs::write(&session, &text).unwrap();
     let (out, checkpoints) = (dir.join("events.jsonl"), dir.join("checkpoints"));
@@ -220,5 +216,4 @@ fn a_follower_restarted_with_other_rules_sends_nothing_again() {
     std::fs::write(&session, &updated).unwrap();
     let second = follow(&["gemini-test", "created"]);
     assert_eq!(second, first, "nothing sent again");
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -16,7 +16,11 @@
 #[allow(dead_code)]
 mod harness;
 
+#[path = "support/scratch.rs"]
+mod scratch;
+
 use harness::*;
+use scratch::Scratch;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -297,12 +301,6 @@ fn topics(name: &str) -> Settings {
     s
 }
 
-fn work_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(unique(name));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 fn ingest(s: &Settings, format: &str, files: &[&Path]) {
     let mut args = vec![
         "ingest".to_owned(),
@@ -324,7 +322,7 @@ fn ingest(s: &Settings, format: &str, files: &[&Path]) {
 fn hooks_spans_and_events_give_the_records_of_ingest() {
     let received = topics("recv");
     let once = topics("once");
-    let work = work_dir("toolcalls-receive");
+    let work = Scratch::new("receive");
     let r = Receiver::start(&received, &[]);
 
     // The hook log of the demo, one payload per request, as Claude Code's hook command posts it.
@@ -444,7 +442,6 @@ fn hooks_spans_and_events_give_the_records_of_ingest() {
         problems.len(),
         problems.join("\n")
     );
-    std::fs::remove_dir_all(&work).unwrap();
 }
 
 /// `GET url`: the body of a 200.

@@ -87,7 +87,14 @@ stop_broker() {
   fi
   tansu_pid=""
 }
-trap stop_broker EXIT
+# The brokers' logs are kept when the run fails, to say why; a run that passes removes them.
+broker_logs=()
+finish() {
+  local status=$?
+  stop_broker
+  if [ "$status" -eq 0 ] && [ "${#broker_logs[@]}" -gt 0 ]; then rm -f "${broker_logs[@]}"; fi
+}
+trap finish EXIT
 trap 'exit 130' INT TERM
 
 start_broker() {
@@ -95,6 +102,7 @@ start_broker() {
   tansu="$(scripts/install-test-deps.sh | tail -n 1)"
   port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
   broker_log="${TMPDIR:-/tmp}/tansu-bench-$port.log"
+  broker_logs+=("$broker_log")
   "$tansu" broker --listener-url "tcp://127.0.0.1:$port" --advertised-listener-url "tcp://127.0.0.1:$port" \
     --storage-engine memory://tansu/ >"$broker_log" 2>&1 &
   tansu_pid=$!

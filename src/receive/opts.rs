@@ -92,12 +92,10 @@ mod tests {
     }
 
     fn opts(argv: &[&str], file: Option<&str>) -> Result<Opts, String> {
-        let dir =
-            std::env::temp_dir().join(format!("toolcalls-receive-opts-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = tempfile::tempdir().unwrap();
         let mut full = vec!["receive".to_owned()];
         if let Some(text) = file {
-            let path = dir.join(format!("{}.toml", argv.len()));
+            let path = dir.path().join("receive.toml");
             std::fs::write(&path, text).unwrap();
             full.extend(["-c".to_owned(), path.display().to_string()]);
         }

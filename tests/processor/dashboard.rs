@@ -5,6 +5,7 @@
 //! owner restores pending calls from the changelog.
 
 use crate::harness::*;
+use crate::scratch::Scratch;
 use rdkafka::producer::{BaseRecord, Producer};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -348,8 +349,7 @@ async fn every_dashboard_and_alert_expression_returns_data() {
 
     // Prometheus scrapes both instances (the second is down until it starts) every second and
     // evaluates deploy/alerts.yml every second.
-    let dir = std::env::temp_dir().join(unique("prometheus-dashboard"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Scratch::new("prometheus-dashboard");
     let config = dir.join("prometheus.yml");
     let rules = workspace_root().join("deploy/alerts.yml");
     std::fs::write(
@@ -444,7 +444,6 @@ async fn every_dashboard_and_alert_expression_returns_data() {
             .expect("clean shutdown");
     }
     drop(prom_process);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -5,6 +5,7 @@
 //! the window's length of wall clock; the test waits for them.
 
 use crate::harness::*;
+use crate::scratch::Scratch;
 use std::path::Path;
 use toolcalls_model::{Event, ToolCallRecord};
 use toolcalls_workload::{delay_results, disorder_ms};
@@ -63,8 +64,7 @@ async fn jittered_id_less_fixtures_pair_as_the_ids_would() {
         );
         return;
     }
-    let dir = std::env::temp_dir().join(unique("disorder"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Scratch::new("disorder");
     let mut truth = Vec::new();
     let mut jittered = Vec::new();
     let mut window = 1;

@@ -91,7 +91,9 @@ pub fn broker() -> &'static Broker {
             .arg(r#""$0" broker --listener-url "$1" --advertised-listener-url "$1" --storage-engine memory://tansu/ >"$2" 2>&1 & pid=$!; echo $pid; read _; kill -CONT $pid; kill $pid; wait"#)
             .arg(tansu_bin())
             .arg(&url)
-            .arg(std::env::temp_dir().join(format!("tansu-it-{port}.log")))
+            // The broker lives as long as the test binary, so its log outlives any one test's
+            // scratch directory: it goes where cargo keeps the tests' own files.
+            .arg(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tansu-it-{port}.log")))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()

@@ -2,6 +2,7 @@
 //! the input topics, keyed by session with the murmur2 partitioner, then through the processor.
 
 use crate::harness::*;
+use crate::scratch::Scratch;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use toolcalls_adapters::{parse, Format, Options};
@@ -137,8 +138,8 @@ async fn an_event_too_large_for_kafka_is_reported_and_left_out() {
         hook("PreToolUse", "toolu_big", ""),
         hook("PostToolUse", "toolu_big", &"x".repeat(5_000)),
     ];
-    let file =
-        std::env::temp_dir().join(format!("toolcalls-too-large-{}.jsonl", std::process::id()));
+    let dir = Scratch::new("too-large");
+    let file = dir.join("hooks.jsonl");
     std::fs::write(&file, lines.join("\n") + "\n").unwrap();
     let ingest = |strict: bool| {
         let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_toolcalls"));
@@ -206,8 +207,7 @@ fn an_event_the_brokers_refuse_as_too_large_is_reported_and_left_out() {
         "tool_use_id": "toolu_refused",
         "timestamp": "2026-02-14T09:12:00.112Z",
     });
-    let dir = std::env::temp_dir().join(unique("toolcalls-refused"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Scratch::new("refused");
     let file = dir.join("hooks.jsonl");
     std::fs::write(&file, format!("{line}\n")).unwrap();
     let checkpoints = dir.join("checkpoints");
@@ -289,5 +289,4 @@ fn an_event_the_brokers_refuse_as_too_large_is_reported_and_left_out() {
     let _ = child.wait();
     assert!(metrics.contains(left_out), "{metrics}");
     assert!(metrics.contains(&format!("{sent} 0")), "{metrics}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }

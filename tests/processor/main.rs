@@ -22,5 +22,7 @@ mod owner;
 mod poison;
 mod prom;
 mod restart;
+#[path = "../support/scratch.rs"]
+mod scratch;
 mod spans;
 mod split;

@@ -1,6 +1,7 @@
 //! A real Prometheus server (Debian's `prometheus`) scrapes a running instance.
 
 use crate::harness::*;
+use crate::scratch::Scratch;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -15,8 +16,7 @@ async fn prometheus_scrapes_the_expected_series() {
     produce_events(&s, &completions);
     produce_raw(&s.topics.announce, Some(b"x"), Some(b"not json"));
 
-    let dir = std::env::temp_dir().join(unique("prometheus"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Scratch::new("prometheus");
     let config = dir.join("prometheus.yml");
     std::fs::write(
         &config,

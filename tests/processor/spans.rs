@@ -3,6 +3,7 @@
 //! `scripts/install-test-deps.sh`) receives over OTLP/HTTP and answers for on its REST API.
 
 use crate::harness::*;
+use crate::scratch::Scratch;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
@@ -12,15 +13,7 @@ use toolcalls_adapters::{parse, Format, Options};
 struct Phoenix {
     child: Child,
     port: u16,
-    _dir: TempDir,
-}
-
-struct TempDir(std::path::PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    _dir: Scratch,
 }
 
 impl Phoenix {
@@ -31,13 +24,14 @@ impl Phoenix {
             "{} is missing: run scripts/install-test-deps.sh",
             bin.display()
         );
-        let dir = TempDir(std::env::temp_dir().join(unique("phoenix")));
-        std::fs::create_dir_all(&dir.0).unwrap();
+        let dir = Scratch::new("phoenix");
         let port = free_port();
-        let log = std::fs::File::create(dir.0.join("phoenix.log")).unwrap();
+        let log = std::fs::File::create(dir.join("phoenix.log")).unwrap();
         let child = Command::new(bin)
             .arg("serve")
-            .env("PHOENIX_WORKING_DIR", &dir.0)
+            .env("PHOENIX_WORKING_DIR", &dir)
+            // Phoenix notes its pid in the temporary directory, and a killed Phoenix leaves it.
+            .env("TMPDIR", &dir)
             .env("PHOENIX_HOST", "127.0.0.1")
             .env("PHOENIX_PORT", port.to_string())
             .env("PHOENIX_GRPC_PORT", free_port().to_string())
@@ -73,7 +67,7 @@ impl Phoenix {
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self._dir.0.join("phoenix.log")).unwrap_or_default()
+        std::fs::read_to_string(self._dir.join("phoenix.log")).unwrap_or_default()
     }
 
     /// Every span of the default project, from Phoenix's REST API.
