@@ -264,3 +264,184 @@ fn two_followers_cannot_share_a_checkpoint_directory() {
         String::from_utf8_lossy(&third.stderr)
     );
 }
+
+/// A directory the follower cannot search is said once, counted as unreadable, and its files
+/// are followed once it can be searched: nothing in it is passed over in silence.
+#[test]
+fn a_directory_that_cannot_be_read_is_said_counted_and_followed_once_it_can() {
+    let d = dir("follow-unreadable");
+    let sample = |name: &str| {
+        std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("crates/adapters/tests/data")
+                .join(name),
+        )
+        .unwrap()
+    };
+    let sessions = d.join("sessions");
+    let (open, locked) = (sessions.join("open"), sessions.join("locked"));
+    std::fs::create_dir_all(&open).unwrap();
+    std::fs::create_dir_all(&locked).unwrap();
+    std::fs::write(
+        open.join("a.jsonl"),
+        sample("claude-subagent-agent-a3f9c1e.jsonl"),
+    )
+    .unwrap();
+    std::fs::write(
+        locked.join("b.jsonl"),
+        sample("codex-rollout-custom-tools.jsonl"),
+    )
+    .unwrap();
+    let mode = |m: u32| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(m)).unwrap();
+    };
+    mode(0o000);
+    let out = d.join("out.jsonl");
+    // Root reads every directory whatever its mode: the follower then runs without the
+    // capabilities that let it.
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+    let mut command = if root {
+        let mut c = Command::new("setpriv");
+        c.args([
+            "--inh-caps=-all",
+            "--bounding-set=-dac_override,-dac_read_search",
+        ])
+        .arg(env!("CARGO_BIN_EXE_toolcalls"));
+        c
+    } else {
+        Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+    };
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("TOOLCALLS_") {
+            command.env_remove(k);
+        }
+    }
+    let mut child = command
+        .args([
+            "ingest",
+            "--follow",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--poll-interval",
+            "50ms",
+            "--out",
+        ])
+        .arg(&out)
+        .arg(&sessions)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("setpriv (util-linux) runs the follower without root's capabilities");
+    let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let collected = stderr.clone();
+    let mut log = BufReader::new(child.stderr.take().unwrap());
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        while log.read_line(&mut line).is_ok_and(|n| n > 0) {
+            collected.lock().unwrap().push_str(&line);
+            line.clear();
+        }
+    });
+    let said = || stderr.lock().unwrap().clone();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let wait = |what: &str, cond: &mut dyn FnMut() -> bool| {
+        while !cond() {
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}:\n{}",
+                said()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let mut addr = String::new();
+    wait("the metrics address", &mut || {
+        let text = said();
+        text.find("bound=").is_some_and(|i| {
+            addr = text[i + 6..].split_whitespace().next().unwrap().to_owned();
+            true
+        })
+    });
+    let scrape = || {
+        let out = Command::new("curl")
+            .args(["-sS", "--max-time", "5"])
+            .arg(format!("http://{addr}/metrics"))
+            .output()
+            .expect("curl is installed");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let value = |series: &str| -> Option<f64> {
+        scrape()
+            .lines()
+            .find(|l| l.starts_with(series))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    };
+    let sent = || {
+        std::fs::read_to_string(&out)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let unreadable = "toolcalls_producer_unreadable_paths";
+    wait(
+        "the open file's events and the locked directory counted",
+        &mut || sent() > 0 && value(unreadable) == Some(1.0),
+    );
+    let first = sent();
+    // More polls go by (a line appended to the open file is delivered by a later one), and the
+    // locked directory is not said again.
+    let mut more = std::fs::OpenOptions::new()
+        .append(true)
+        .open(open.join("a.jsonl"))
+        .unwrap();
+    let line = std::fs::read_to_string(open.join("a.jsonl"))
+        .unwrap()
+        .lines()
+        .find(|l| l.contains("\"tool_use\""))
+        .unwrap()
+        .replace("toolu_", "toolu_again_");
+    writeln!(more, "{line}").unwrap();
+    wait("the appended line", &mut || sent() > first);
+    let cannot = format!("cannot read {} (Permission denied", locked.display());
+    assert_eq!(said().matches(&cannot).count(), 1, "said once:\n{}", said());
+    assert_eq!(value(unreadable), Some(1.0));
+    let before_unlock = sent();
+
+    mode(0o755);
+    wait("the locked directory's events", &mut || {
+        sent() > before_unlock && value(unreadable) == Some(0.0)
+    });
+    assert!(
+        said().contains(&format!("{} can be read again", locked.display())),
+        "{}",
+        said()
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+
+    // What the follower wrote is what a one-shot ingest of the same files writes.
+    let expected = d.join("expected.jsonl");
+    let one_shot = toolcalls()
+        .args(["ingest", "--out"])
+        .arg(&expected)
+        .arg(open.join("a.jsonl"))
+        .arg(locked.join("b.jsonl"))
+        .output()
+        .unwrap();
+    assert!(one_shot.status.success(), "{one_shot:?}");
+    let sorted = |p: &Path| {
+        let mut lines: Vec<String> = std::fs::read_to_string(p)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        lines.sort();
+        lines
+    };
+    assert_eq!(sorted(&out), sorted(&expected));
+}

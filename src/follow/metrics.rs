@@ -1,7 +1,9 @@
 //! The follower's metrics, on `/metrics` of `--metrics-addr` (the processor's conventions:
 //! `toolcalls_<subsystem>_<name>_<unit>`, an explicit registry).
 
-use prometheus::{Encoder, Gauge, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry};
+use prometheus::{
+    Encoder, Gauge, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+};
 use std::net::SocketAddr;
 
 #[derive(Clone)]
@@ -21,6 +23,9 @@ pub struct FollowMetrics {
     pub send_errors: IntCounter,
     /// Bytes of each followed file not yet delivered.
     pub behind: IntGaugeVec,
+    /// Paths that cannot be read now: directories that cannot be searched, files whose last read
+    /// failed, named files that cannot be looked up.
+    pub unreadable: IntGauge,
     /// When a checkpoint was last written (Unix seconds): `time() - …` is its age.
     pub checkpoint_time: Gauge,
 }
@@ -68,6 +73,11 @@ impl FollowMetrics {
             &["file"],
         )
         .expect("valid metric");
+        let unreadable = IntGauge::new(
+            "toolcalls_producer_unreadable_paths",
+            "Followed paths that cannot be read now (a directory that cannot be searched, a file whose last read failed); nothing under them is followed until they can be.",
+        )
+        .expect("valid metric");
         let checkpoint_time = Gauge::new(
             "toolcalls_producer_last_checkpoint_timestamp_seconds",
             "When a checkpoint was last written, in Unix seconds.",
@@ -76,6 +86,7 @@ impl FollowMetrics {
         for m in [
             Box::new(send_errors.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(behind.clone()),
+            Box::new(unreadable.clone()),
             Box::new(checkpoint_time.clone()),
         ] {
             registry.register(m).expect("registered once");
@@ -88,6 +99,7 @@ impl FollowMetrics {
             redacted,
             send_errors,
             behind,
+            unreadable,
             checkpoint_time,
         }
     }

@@ -103,6 +103,7 @@ pub fn run(settings: Settings, outlet: Outlet) -> anyhow::Result<()> {
         store,
         saved: saved.into_iter().map(|cp| (cp.path.clone(), cp)).collect(),
         files: HashMap::new(),
+        unreadable: HashMap::new(),
         out: outlet,
         metrics,
     };
@@ -142,6 +143,17 @@ struct Tracked {
     stream: Option<Stream>,
     /// When the file was last read (found changed).
     read_at: Option<Instant>,
+    /// Its last read failed.
+    unreadable: bool,
+}
+
+impl Tracked {
+    /// The file was read: a later failure to read it is said again.
+    fn read_again(&mut self) {
+        if std::mem::take(&mut self.unreadable) {
+            self.said.retain(|s| !s.starts_with("read "));
+        }
+    }
 }
 
 /// A stream is kept this long after its file last changed. It holds the adapter's state for the
@@ -177,13 +189,18 @@ struct Follower {
     /// Checkpoints read at the start, by path, until their file is seen.
     saved: HashMap<String, Checkpoint>,
     files: HashMap<PathBuf, Tracked>,
+    /// Paths the last scan could not look at, with the reason said for each.
+    unreadable: HashMap<PathBuf, String>,
     out: Outlet,
     metrics: FollowMetrics,
 }
 
 impl Follower {
     fn poll(&mut self, stop: &AtomicBool) -> anyhow::Result<()> {
-        let now: Vec<(PathBuf, Stat)> = scan::files(&self.targets)
+        let found = scan::files(&self.targets);
+        self.note_unreadable(found.unreadable);
+        let now: Vec<(PathBuf, Stat)> = found
+            .files
             .into_iter()
             .filter_map(|p| std::fs::metadata(&p).ok().map(|m| (p, Stat::of(&m))))
             .collect();
@@ -217,7 +234,33 @@ impl Follower {
             }
         }
         forget_idle_streams(&mut self.files, Instant::now());
+        let files_unreadable = self.files.values().filter(|t| t.unreadable).count();
+        self.metrics
+            .unreadable
+            .set(i64::try_from(self.unreadable.len() + files_unreadable).unwrap_or(i64::MAX));
         Ok(())
+    }
+
+    /// Says each path the scan could not look at, once (again when the reason changes), and
+    /// when it can be looked at again: the files under it are not followed meanwhile.
+    fn note_unreadable(&mut self, now: Vec<(PathBuf, std::io::Error)>) {
+        let mut still = HashMap::with_capacity(now.len());
+        for (path, e) in now {
+            let why = e.to_string();
+            if self.unreadable.get(&path) != Some(&why) {
+                tracing::warn!(path = %path.display(), error = %why, "cannot read a followed path");
+                say!(
+                    "toolcalls ingest: cannot read {} ({why}); what is in it is not followed until it can be read, trying again at every poll",
+                    path.display()
+                );
+            }
+            still.insert(path, why);
+        }
+        for path in self.unreadable.keys().filter(|p| !still.contains_key(*p)) {
+            tracing::info!(path = %path.display(), "a followed path can be read again");
+            say!("toolcalls ingest: {} can be read again", path.display());
+        }
+        self.unreadable = still;
     }
 
     fn note_behind(&self, path: &Path, bytes: u64) {
@@ -309,6 +352,7 @@ impl Follower {
         if t.stream.is_some() && same_file && stat.size >= t.cp.position {
             match appended(path, &t.cp) {
                 Ok(Some(tail)) => {
+                    t.read_again();
                     t.seen = Some(stat);
                     t.read_at = Some(Instant::now());
                     return self.deliver_appended(path, stat, &tail);
@@ -320,6 +364,7 @@ impl Follower {
                     if t.said.insert(format!("read {e}")) {
                         say!("toolcalls ingest: cannot read {name} ({e}); trying again at every change");
                     }
+                    t.unreadable = true;
                     t.seen = Some(stat);
                     return Ok(());
                 }
@@ -338,10 +383,12 @@ impl Follower {
                         "toolcalls ingest: cannot read {name} ({e}); trying again at every change"
                     );
                 }
+                t.unreadable = true;
                 t.seen = Some(stat);
                 return Ok(());
             }
         };
+        t.read_again();
         t.seen = Some(stat);
         t.read_at = Some(began);
         let Some(format) = self

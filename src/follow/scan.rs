@@ -47,18 +47,30 @@ impl Target {
     }
 }
 
-/// Every file the targets name now, each once, sorted.
-pub fn files(targets: &[Target]) -> Vec<PathBuf> {
-    let mut out = Vec::new();
+/// What one look at the targets found.
+#[derive(Debug, Default)]
+pub struct Found {
+    /// Every file the targets name now, each once, sorted.
+    pub files: Vec<PathBuf>,
+    /// Paths that could not be looked at, with why: a directory under the targets that cannot
+    /// be searched (the files in it are not among `files`), a file named on its own that cannot
+    /// be looked up. A path removed meanwhile is not one of them.
+    pub unreadable: Vec<(PathBuf, std::io::Error)>,
+}
+
+/// Every file the targets name now, and the directories that could not be searched.
+pub fn files(targets: &[Target]) -> Found {
+    let mut found = Found::default();
     for t in targets {
         match t {
-            Target::File(p) if p.is_dir() => walk(p, &mut transcript_like, &mut out),
-            Target::File(p) => {
-                if p.is_file() {
-                    out.push(p.clone());
-                }
-            }
-            Target::Dir(d) => walk(d, &mut transcript_like, &mut out),
+            Target::File(p) => match std::fs::metadata(p) {
+                Ok(m) if m.is_dir() => walk(p, &mut transcript_like, &mut found),
+                Ok(m) if m.is_file() => found.files.push(p.clone()),
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => found.unreadable.push((p.clone(), e)),
+            },
+            Target::Dir(d) => walk(d, &mut transcript_like, &mut found),
             Target::Glob { base, parts } => walk(
                 base,
                 &mut |p| {
@@ -71,13 +83,15 @@ pub fn files(targets: &[Target]) -> Vec<PathBuf> {
                         .collect();
                     matches_path(parts, &names)
                 },
-                &mut out,
+                &mut found,
             ),
         }
     }
-    out.sort();
-    out.dedup();
-    out
+    found.files.sort();
+    found.files.dedup();
+    found.unreadable.sort_by(|a, b| a.0.cmp(&b.0));
+    found.unreadable.dedup_by(|a, b| a.0 == b.0);
+    found
 }
 
 /// Whether a file found in a directory is one to follow: not hidden, of a transcript extension.
@@ -91,21 +105,33 @@ fn transcript_like(p: &Path) -> bool {
 }
 
 /// Every regular file under `dir` (symbolic links to files included, to directories not
-/// followed) that `keep` accepts. Directories that cannot be read are passed over: they are
-/// tried again at the next poll.
-fn walk(dir: &Path, keep: &mut dyn FnMut(&Path) -> bool, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
+/// followed) that `keep` accepts. A directory that cannot be read is noted in `found`, and
+/// searched again at the next look.
+fn walk(dir: &Path, keep: &mut dyn FnMut(&Path) -> bool, found: &mut Found) {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+        Err(e) => {
+            found.unreadable.push((dir.to_owned(), e));
+            return;
+        }
     };
-    for entry in entries.flatten() {
+    for entry in entries {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(e) => {
+                found.unreadable.push((dir.to_owned(), e));
+                return;
+            }
+        };
         let path = entry.path();
         let Ok(kind) = entry.file_type() else {
             continue;
         };
         if kind.is_dir() {
-            walk(&path, keep, out);
+            walk(&path, keep, found);
         } else if (kind.is_file() || (kind.is_symlink() && path.is_file())) && keep(&path) {
-            out.push(path);
+            found.files.push(path);
         }
     }
 }
@@ -194,7 +220,7 @@ mod tests {
         ] {
             std::fs::write(dir.join(f), "{}\n").unwrap();
         }
-        let got = files(&[Target::of(&dir)]);
+        let got = files(&[Target::of(&dir)]).files;
         assert_eq!(
             got,
             [
@@ -204,7 +230,10 @@ mod tests {
             "sorted by component"
         );
         let glob = dir.join("**/agent-*.jsonl");
-        assert_eq!(files(&[Target::of(&glob)]), [sub.join("agent-a.jsonl")]);
+        assert_eq!(
+            files(&[Target::of(&glob)]).files,
+            [sub.join("agent-a.jsonl")]
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -213,11 +242,28 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("toolcalls-scan-late-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let target = Target::of(&dir);
-        assert!(files(std::slice::from_ref(&target)).is_empty());
+        assert!(files(std::slice::from_ref(&target)).files.is_empty());
         std::fs::create_dir_all(dir.join("proj")).unwrap();
         std::fs::write(dir.join("proj/s1.jsonl"), "{}\n").unwrap();
         std::fs::write(dir.join("proj/notes.txt"), "x").unwrap();
-        assert_eq!(files(&[target]), [dir.join("proj/s1.jsonl")]);
+        assert_eq!(files(&[target]).files, [dir.join("proj/s1.jsonl")]);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_directory_that_cannot_be_searched_is_named_one_removed_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        // A directory target that is now a file cannot be searched (as root, whom permissions
+        // do not stop, this is the way to fail a search; tests/follow_metrics.rs drops root's
+        // capabilities to show a directory without permissions).
+        let file = dir.path().join("was-a-directory");
+        std::fs::write(&file, "x").unwrap();
+        let found = files(&[
+            Target::Dir(file.clone()),
+            Target::Dir(dir.path().join("gone")),
+        ]);
+        assert!(found.files.is_empty());
+        assert_eq!(found.unreadable.len(), 1, "{:?}", found.unreadable);
+        assert_eq!(found.unreadable[0].0, file);
     }
 }
