@@ -4,6 +4,13 @@
 
 use toolcalls_model::Event;
 
+/// The reason label of an event over the producer's `message.max.bytes`.
+pub const TOO_LARGE: &str = "too_large";
+/// The reason label of an event the brokers refused for the topic's `max.message.bytes`.
+pub const REFUSED_TOO_LARGE: &str = "refused_too_large";
+/// Every reason an event is left out for.
+pub const REASONS: [&str; 2] = [TOO_LARGE, REFUSED_TOO_LARGE];
+
 /// Whether `e` is an event too large for a Kafka message: reported and left out, not the end.
 pub fn is_too_large(e: &anyhow::Error) -> bool {
     matches!(

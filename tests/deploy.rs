@@ -245,9 +245,13 @@ fn the_dashboard_is_well_formed_and_uses_the_provisioned_data_source() {
         for t in targets {
             assert_eq!(t["datasource"]["uid"], "${datasource}", "{}", p["title"]);
             let expr = t["expr"].as_str().expect("expr");
+            let processors =
+                expr.contains(r#"job="toolcalls""#) && expr.contains(r#"instance=~"$instance""#);
+            let followers = expr.contains(r#"job="toolcalls-producer""#)
+                && expr.contains(r#"instance=~"$follower""#);
             assert!(
-                expr.contains(r#"job="toolcalls""#) && expr.contains(r#"instance=~"$instance""#),
-                "{}: `{expr}` does not select the job and the instance variable",
+                processors || followers,
+                "{}: `{expr}` selects neither the processors' job and the instance variable nor the followers' job and the follower variable",
                 p["title"]
             );
         }
@@ -269,6 +273,10 @@ fn the_dashboard_is_well_formed_and_uses_the_provisioned_data_source() {
         "toolcalls_restore_duration_seconds",
         "toolcalls_restore_records_total",
         "toolcalls_output_end_to_end_latency_seconds",
+        "toolcalls_producer_events_sent_total",
+        "toolcalls_producer_events_left_out_total",
+        "toolcalls_producer_file_bytes_behind",
+        "toolcalls_producer_unreadable_paths",
     ] {
         assert!(
             text.contains(metric),
@@ -338,6 +346,47 @@ fn compose_prometheus_and_grafana_fit_together() {
     assert_eq!(
         targets, expected,
         "Prometheus scrapes exactly the processors"
+    );
+    // Every live follower serves its metrics, and Prometheus scrapes exactly those as the
+    // followers' job (the producer alerts select it).
+    let followers: Vec<(&String, &Value)> = services
+        .iter()
+        .filter(|(_, s)| {
+            let args = s["command"].as_array().into_iter().flatten();
+            let args: Vec<&str> = args.filter_map(Value::as_str).collect();
+            args.starts_with(&["toolcalls", "ingest"]) && args.contains(&"--follow")
+        })
+        .collect();
+    assert_eq!(followers.len(), 2, "two live followers");
+    let follower_targets: BTreeSet<String> = prom["scrape_configs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["job_name"] == "toolcalls-producer")
+        .flat_map(|c| c["static_configs"].as_array().unwrap())
+        .flat_map(|c| c["targets"].as_array().unwrap())
+        .map(|t| t.as_str().unwrap().to_owned())
+        .collect();
+    let expected: BTreeSet<String> = followers
+        .iter()
+        .map(|(name, s)| {
+            let args: Vec<&str> = s["command"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            let addr = args
+                .iter()
+                .position(|a| *a == "--metrics-addr")
+                .and_then(|i| args.get(i + 1))
+                .unwrap_or_else(|| panic!("{name} serves no metrics (--metrics-addr)"));
+            format!("{name}:{}", addr.rsplit_once(':').expect("host:port").1)
+        })
+        .collect();
+    assert_eq!(
+        follower_targets, expected,
+        "Prometheus scrapes exactly the followers as toolcalls-producer"
     );
     assert_eq!(
         prom["rule_files"],

@@ -200,10 +200,18 @@ fn the_follower_serves_its_metrics() {
         Some(redacted as f64),
         "{text}"
     );
-    assert!(
-        !text.contains("toolcalls_producer_events_left_out_total{"),
-        "nothing left out: {text}"
-    );
+    for reason in ["too_large", "refused_too_large"] {
+        assert_eq!(
+            value(
+                &text,
+                &format!(
+                    "toolcalls_producer_events_left_out_total{{format=\"claude-code\",reason=\"{reason}\"}}"
+                )
+            ),
+            Some(0.0),
+            "nothing left out, and the series is there from the start: {text}"
+        );
+    }
     assert_eq!(value(&text, &behind), Some(partial.len() as f64), "{text}");
     assert!(
         value(&text, "toolcalls_producer_send_errors_total") == Some(0.0),

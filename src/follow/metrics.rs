@@ -104,6 +104,18 @@ impl FollowMetrics {
         }
     }
 
+    /// Makes the series of a format's counters, at 0, once its first file is read: a counter
+    /// that first appears at 1 shows Prometheus' `increase()` no increase, and the alerts on
+    /// events left out would miss the first.
+    pub fn format_seen(&self, format: &str) {
+        for counter in [&self.read, &self.sent, &self.redacted] {
+            counter.with_label_values(&[format]);
+        }
+        for reason in crate::left_out::REASONS {
+            self.left_out.with_label_values(&[format, reason]);
+        }
+    }
+
     /// The text exposition of every metric.
     pub fn render(&self) -> Vec<u8> {
         let mut out = Vec::new();

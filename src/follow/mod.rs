@@ -402,6 +402,7 @@ impl Follower {
             }
             return Ok(());
         };
+        self.metrics.format_seen(format.name());
         t.format = Some(format);
         let Some(ready) = complete::ready(format, &bytes) else {
             // Said once: a document caught half-written is read at its next change, but one
@@ -627,7 +628,7 @@ fn send(
         Err(e) if crate::left_out::is_too_large(&e) => {
             metrics
                 .left_out
-                .with_label_values(&[format, "too_large"])
+                .with_label_values(&[format, crate::left_out::TOO_LARGE])
                 .inc();
             let said = crate::left_out::said(name, event, &e);
             if t.said.insert(said.clone()) {
@@ -693,7 +694,7 @@ fn confirm(
     for r in &refused {
         metrics
             .left_out
-            .with_label_values(&[format.name(), "refused_too_large"])
+            .with_label_values(&[format.name(), crate::left_out::REFUSED_TOO_LARGE])
             .inc();
         let said = crate::left_out::said_of_refused(name, r);
         if t.said.insert(said.clone()) {

@@ -1,8 +1,9 @@
 //! Every PromQL expression of the Grafana dashboard (deploy/grafana/dashboards/toolcalls.json) and
 //! of the alert rules (deploy/alerts.yml) returns data from a real Prometheus (Debian's
 //! `prometheus`) that scraped a real run: two processor instances of one group, traffic that
-//! completes calls, leaves calls pending and dead-letters a message, and a rebalance whose new
-//! owner restores pending calls from the changelog.
+//! completes calls, leaves calls pending and dead-letters a message, a rebalance whose new
+//! owner restores pending calls from the changelog, and a live follower (`ingest --follow`) that
+//! delivers a file and leaves out an event too large for a Kafka message.
 
 use crate::harness::*;
 use crate::scratch::Scratch;
@@ -19,6 +20,8 @@ fn substitute(expr: &str) -> String {
     expr.replace("$__rate_interval", "5m")
         .replace("${instance}", ".+")
         .replace("$instance", ".+")
+        .replace("${follower}", ".+")
+        .replace("$follower", ".+")
 }
 
 /// The expressions of the dashboard: every panel target, and the instance variable's query.
@@ -320,6 +323,42 @@ fn produce_pending(s: &toolcalls_processor::Settings, partitions: i32) {
     p.flush(Duration::from_secs(30)).expect("flush");
 }
 
+/// A running `toolcalls ingest --follow`, stopped when dropped.
+struct Follower(std::process::Child);
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts a follower of a file of Claude Code hook payloads in `dir`, publishing to the input
+/// topics of `s` with a 2,000-byte message limit (one result is larger), its metrics on `addr`.
+fn follow_hooks(s: &toolcalls_processor::Settings, dir: &std::path::Path, addr: &str) -> Follower {
+    let lines = hooks_with_a_large_result("dash-follower");
+    let sessions = dir.join("sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    std::fs::write(sessions.join("hooks.jsonl"), lines.join("\n") + "\n").unwrap();
+    let log = std::fs::File::create(dir.join("follower.log")).unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+        .env_clear()
+        .args(["ingest", "--follow", "--format", "claude-code-hooks"])
+        .args(["--brokers", &s.brokers])
+        .args(["--announce-topic", &s.topics.announce])
+        .args(["--completion-topic", &s.topics.completion])
+        .args(["--kafka", "message.max.bytes=2000"])
+        .args(["--metrics-addr", addr, "--poll-interval", "100ms"])
+        .arg("--checkpoint-dir")
+        .arg(dir.join("checkpoints"))
+        .arg(&sessions)
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("starting the follower");
+    Follower(child)
+}
+
 /// Reads the records topic until it holds `n` distinct record ids.
 async fn wait_records(topic: &str, n: usize) {
     let topic = topic.to_owned();
@@ -346,9 +385,10 @@ async fn every_dashboard_and_alert_expression_returns_data() {
         s
     };
     let (sa, sb) = (instance("i0"), instance("i1"));
+    let follower_addr = format!("127.0.0.1:{}", free_port());
 
-    // Prometheus scrapes both instances (the second is down until it starts) every second and
-    // evaluates deploy/alerts.yml every second.
+    // Prometheus scrapes both instances (the second is down until it starts) and the follower
+    // (down until it starts) every second, and evaluates deploy/alerts.yml every second.
     let dir = Scratch::new("prometheus-dashboard");
     let config = dir.join("prometheus.yml");
     let rules = workspace_root().join("deploy/alerts.yml");
@@ -357,10 +397,12 @@ async fn every_dashboard_and_alert_expression_returns_data() {
         format!(
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
              rule_files:\n  - {}\n\
-             scrape_configs:\n  - job_name: toolcalls\n    static_configs:\n      - targets: ['{}', '{}']\n",
+             scrape_configs:\n  - job_name: toolcalls\n    static_configs:\n      - targets: ['{}', '{}']\n\
+             \x20 - job_name: toolcalls-producer\n    static_configs:\n      - targets: ['{}']\n",
             rules.display(),
             sa.http_addr,
-            sb.http_addr
+            sb.http_addr,
+            follower_addr
         ),
     )
     .unwrap();
@@ -411,6 +453,16 @@ async fn every_dashboard_and_alert_expression_returns_data() {
     produce_events(&base, &completions);
     produce_raw(&base.topics.completion, Some(b"y"), Some(b"{"));
     wait_records(&base.topics.records, 9 + 12).await;
+
+    // A live follower delivers a file of hook payloads into the same topics; one result is larger
+    // than its producer lets a message be, and is left out.
+    let _follower = follow_hooks(&base, &dir, &follower_addr);
+    expect_data(
+        prom,
+        r#"toolcalls_producer_events_sent_total{job="toolcalls-producer"} > 0"#,
+        None,
+    )
+    .await;
 
     // Every expression of the dashboard.
     let dashboard: Value = serde_json::from_str(

@@ -821,3 +821,26 @@ pub async fn start_prometheus(
         std::fs::read_to_string(&log).unwrap_or_default()
     );
 }
+
+/// Claude Code hook payloads of two calls in `session`, `toolu_small` and `toolu_big`, whose
+/// second result (5,000 bytes) is larger than a 2,000-byte message limit lets through.
+pub fn hooks_with_a_large_result(session: &str) -> Vec<String> {
+    let hook = |event: &str, id: &str, response: &str| {
+        serde_json::json!({
+            "session_id": session,
+            "hook_event_name": event,
+            "tool_name": "Read",
+            "tool_input": {"file_path": "/a"},
+            "tool_use_id": id,
+            "tool_response": response,
+            "timestamp": "2026-02-14T09:12:00.112Z",
+        })
+        .to_string()
+    };
+    vec![
+        hook("PreToolUse", "toolu_small", ""),
+        hook("PostToolUse", "toolu_small", "fine"),
+        hook("PreToolUse", "toolu_big", ""),
+        hook("PostToolUse", "toolu_big", &"x".repeat(5_000)),
+    ]
+}

@@ -120,24 +120,7 @@ fn delivery_failures_are_reported_not_swallowed() {
 async fn an_event_too_large_for_kafka_is_reported_and_left_out() {
     let s = settings("ingest-too-large");
     create_topics(&s, 1).await;
-    let hook = |event: &str, id: &str, response: &str| {
-        serde_json::json!({
-            "session_id": "big-session",
-            "hook_event_name": event,
-            "tool_name": "Read",
-            "tool_input": {"file_path": "/a"},
-            "tool_use_id": id,
-            "tool_response": response,
-            "timestamp": "2026-02-14T09:12:00.112Z",
-        })
-        .to_string()
-    };
-    let lines = [
-        hook("PreToolUse", "toolu_small", ""),
-        hook("PostToolUse", "toolu_small", "fine"),
-        hook("PreToolUse", "toolu_big", ""),
-        hook("PostToolUse", "toolu_big", &"x".repeat(5_000)),
-    ];
+    let lines = hooks_with_a_large_result("big-session");
     let dir = Scratch::new("too-large");
     let file = dir.join("hooks.jsonl");
     std::fs::write(&file, lines.join("\n") + "\n").unwrap();

@@ -188,9 +188,6 @@ const METADATA_ATTEMPT: Duration = Duration::from_secs(1);
 const SILENCE: Duration = Duration::from_secs(3);
 
 impl PublishSettings {
-    /// The librdkafka configuration every producer of the input topics uses (`ingest`,
-    /// `receive`): keyed by session with `murmur2_random`, idempotent, the delivery timeout as
-    /// `message.timeout.ms`, no topic auto-creation; then the `--kafka` properties.
     /// The largest message (key and payload) the producer takes: librdkafka's
     /// `message.max.bytes`, as `kafka` sets it or by default.
     pub fn max_message_bytes(&self) -> usize {
@@ -213,6 +210,9 @@ impl PublishSettings {
         Ok(())
     }
 
+    /// The librdkafka configuration every producer of the input topics uses (`ingest`,
+    /// `receive`): keyed by session with `murmur2_random`, idempotent, the delivery timeout as
+    /// `message.timeout.ms`, no topic auto-creation; then the `--kafka` properties.
     pub fn client_config(&self, client_id: &str) -> ClientConfig {
         let timeout_ms = self.flush_timeout.as_millis().clamp(1, i32::MAX as u128);
         let mut c = ClientConfig::new();
