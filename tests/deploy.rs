@@ -308,6 +308,14 @@ fn compose_prometheus_and_grafana_fit_together() {
             );
         }
     }
+    // Grafana lets anyone on the host look, and nobody log in with its default admin / admin:
+    // no admin user is created.
+    let grafana = &services["grafana"]["environment"];
+    assert_eq!(grafana["GF_AUTH_ANONYMOUS_ORG_ROLE"], "Viewer");
+    assert_eq!(
+        grafana["GF_SECURITY_DISABLE_INITIAL_ADMIN_CREATION"], "true",
+        "Grafana would create its admin with the well-known password admin"
+    );
     // Two processors of one group, with distinct instance ids, each scraped by Prometheus.
     let processors: Vec<(&String, &Value)> = services
         .iter()
