@@ -108,9 +108,11 @@ fn the_follower_serves_its_metrics() {
     };
     let d = dir("follow-metrics");
     let file = d.join("s.jsonl");
-    // A partial last line: held back, and counted as behind.
+    // A line that cannot be read: said and counted. A partial last line: held back, and counted
+    // as behind.
     let partial = b"{\"type\":\"user\"";
     let mut content = bytes.clone();
+    content.extend_from_slice(b"{\"type\":\"assistant\",\"message\":\n");
     content.extend_from_slice(partial);
     std::fs::write(&file, &content).unwrap();
     let mut child = toolcalls()
@@ -213,6 +215,14 @@ fn the_follower_serves_its_metrics() {
         );
     }
     assert_eq!(value(&text, &behind), Some(partial.len() as f64), "{text}");
+    assert_eq!(
+        value(
+            &text,
+            "toolcalls_producer_bad_lines_total{format=\"claude-code\"}"
+        ),
+        Some(1.0),
+        "{text}"
+    );
     assert!(
         value(&text, "toolcalls_producer_send_errors_total") == Some(0.0),
         "{text}"

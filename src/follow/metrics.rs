@@ -19,6 +19,8 @@ pub struct FollowMetrics {
     pub left_out: IntCounterVec,
     /// Events the redaction rules changed before they were sent, by format.
     pub redacted: IntCounterVec,
+    /// Lines (or parts of a document) the adapter could not read, each counted once when said.
+    pub bad_lines: IntCounterVec,
     /// Deliveries that failed (the follower then stops; a restart resumes from the checkpoints).
     pub send_errors: IntCounter,
     /// Bytes of each followed file not yet delivered.
@@ -60,6 +62,11 @@ impl FollowMetrics {
             "Events the redaction rules changed before they were sent, by format.",
             &["format"],
         );
+        let bad_lines = counter_vec(
+            "toolcalls_producer_bad_lines_total",
+            "Lines (or parts of a document) of followed files that could not be read, each counted once when said, by format: their events are not delivered.",
+            &["format"],
+        );
         let send_errors = IntCounter::new(
             "toolcalls_producer_send_errors_total",
             "Deliveries that failed.",
@@ -97,6 +104,7 @@ impl FollowMetrics {
             sent,
             left_out,
             redacted,
+            bad_lines,
             send_errors,
             behind,
             unreadable,
@@ -108,7 +116,7 @@ impl FollowMetrics {
     /// that first appears at 1 shows Prometheus' `increase()` no increase, and the alerts on
     /// events left out would miss the first.
     pub fn format_seen(&self, format: &str) {
-        for counter in [&self.read, &self.sent, &self.redacted] {
+        for counter in [&self.read, &self.sent, &self.redacted, &self.bad_lines] {
             counter.with_label_values(&[format]);
         }
         for reason in crate::left_out::REASONS {

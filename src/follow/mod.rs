@@ -430,7 +430,7 @@ impl Follower {
             None => parse(format, &name, &bytes[..ready], &self.s.options),
         };
         t.stream = stream;
-        vet(t, &parsed, &self.s)?;
+        vet(t, &parsed, &self.s, &self.metrics)?;
         // The events of this parse the file has delivered fewer times than the parse holds them.
         let mut held: HashMap<u64, u32> = HashMap::new();
         let mut fresh = Vec::new();
@@ -497,7 +497,7 @@ impl Follower {
             return Ok(());
         };
         let parsed = stream.push(&tail.bytes[..=end]);
-        vet(t, &parsed, &self.s)?;
+        vet(t, &parsed, &self.s, &self.metrics)?;
         let mut fresh = Vec::with_capacity(parsed.events.len());
         let name = path.display().to_string();
         for event in &parsed.events {
@@ -655,12 +655,19 @@ fn redacted(rules: &Redaction, event: &Event) -> Option<(Event, Vec<u8>)> {
     })
 }
 
-/// Says each bad line once (through the redaction's patterns: the message may quote the line),
-/// with `--strict` the first one stopping the follower.
-fn vet(t: &mut Tracked, parsed: &Parsed, s: &Settings) -> anyhow::Result<()> {
+/// Says and counts each bad line once (through the redaction's patterns: the message may quote
+/// the line), with `--strict` the first one stopping the follower.
+fn vet(
+    t: &mut Tracked,
+    parsed: &Parsed,
+    s: &Settings,
+    metrics: &FollowMetrics,
+) -> anyhow::Result<()> {
+    let format = t.format.map_or("?", Format::name);
     for e in &parsed.errors {
         let said = s.redaction.in_text(&e.to_string()).into_owned();
         if t.said.insert(said.clone()) {
+            metrics.bad_lines.with_label_values(&[format]).inc();
             say!("{said}");
             if s.strict {
                 anyhow::bail!("{said}; stopping because of --strict");
