@@ -12,6 +12,8 @@
 #   crates/core/tests/fuzz_local.rs   local mode's path for v1 events, then the record encoder
 #   crates/core/tests/fuzz_restore.rs the restore from a damaged changelog, then more events
 #   tests/fuzz_local.rs               the `toolcalls local` binary, one process per case
+#   src/receive/fuzz.rs               `toolcalls receive`'s readers of hook, v1 and OTLP bodies
+#                                     (generated protobuf requests too), in process
 # Each prints `fuzz NAME: N cases in S s, 0 panics`; a panic fails the test with the seed of its
 # case and the path of the saved input.
 set -euo pipefail
@@ -29,6 +31,7 @@ tests=(
   "-p toolcalls-core --test fuzz_local"
   "-p toolcalls-core --test fuzz_restore"
   "-p toolcalls --test fuzz_local"
+  "-p toolcalls --bin toolcalls receive::fuzz"
 )
 
 echo "==> building the fuzz tests (release)" >&2

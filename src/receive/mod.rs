@@ -17,6 +17,8 @@
 mod auth;
 mod deliver;
 mod events;
+#[cfg(test)]
+mod fuzz;
 mod hooks;
 mod metrics;
 mod opts;

@@ -16,11 +16,12 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse
 use prost::Message as _;
 use std::sync::Arc;
 use toolcalls_adapters::{parse, Format, Options};
+use toolcalls_model::Event;
 
 pub const ROUTE: &str = "traces";
 
-#[derive(Clone, Copy)]
-enum Encoding {
+#[derive(Clone, Copy, Debug)]
+pub enum Encoding {
     Protobuf,
     Json,
 }
@@ -38,20 +39,11 @@ pub async fn traces(
         Ok(b) => b,
         Err(r) => return r.into_response(),
     };
-    let line = match encoding {
-        Encoding::Protobuf => otlp::protobuf_to_json_line(&body),
-        Encoding::Json => otlp::json_to_json_line(&body),
-    };
-    let line = match line {
-        Ok(line) => line,
+    let events = match read(encoding, &body) {
+        Ok(events) => events,
         Err(why) => return reply::bad(why),
     };
-    let parsed = parse(Format::Otel, "request", &line, &Options::default());
-    if !parsed.errors.is_empty() {
-        let problems: Vec<String> = parsed.errors.iter().map(ToString::to_string).collect();
-        return reply::bad(reply::reasons(&problems));
-    }
-    if let Err(r) = reply::deliver(&s, ROUTE, &parsed.events).await {
+    if let Err(r) = reply::deliver(&s, ROUTE, &events).await {
         return r.into_response();
     }
     match encoding {
@@ -62,6 +54,20 @@ pub async fn traces(
             .into_response(),
         Encoding::Json => ([(header::CONTENT_TYPE, "application/json")], "{}").into_response(),
     }
+}
+
+/// The events of the `execute_tool` spans of an export request, or why it cannot be read.
+pub fn read(encoding: Encoding, body: &[u8]) -> Result<Vec<Event>, String> {
+    let line = match encoding {
+        Encoding::Protobuf => otlp::protobuf_to_json_line(body),
+        Encoding::Json => otlp::json_to_json_line(body),
+    }?;
+    let parsed = parse(Format::Otel, "request", &line, &Options::default());
+    if !parsed.errors.is_empty() {
+        let problems: Vec<String> = parsed.errors.iter().map(ToString::to_string).collect();
+        return Err(reply::reasons(&problems));
+    }
+    Ok(parsed.events)
 }
 
 /// The body's encoding from its headers, or why it is not one this route reads.

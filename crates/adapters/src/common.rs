@@ -14,6 +14,39 @@ use crate::depth::bound_depth;
 use crate::stamps::Stamps;
 use crate::{Format, LineError, Options, Parsed};
 
+/// Clears the optional texts of an event's body that a native input gave as `""` (an OTLP
+/// `gen_ai.agent.name` attribute set to nothing, say): events never hold an empty one, and the
+/// processor refuses an event that does, so an empty value is read as no value.
+fn drop_empty_texts(body: &mut EventBody) {
+    fn clear(text: &mut Option<String>) {
+        if text.as_deref() == Some("") {
+            *text = None;
+        }
+    }
+    match body {
+        EventBody::Announce(a) => {
+            clear(&mut a.agent);
+            clear(&mut a.execution);
+            if let Some(effects) = a.side_effects.as_mut() {
+                clear(&mut effects.idempotency_key);
+            }
+        }
+        EventBody::Completion(c) => clear(&mut c.tool),
+        EventBody::ExecutionStart(x) => clear(&mut x.tool),
+        EventBody::ExecutionEnd(x) => clear(&mut x.tool),
+        EventBody::Approval(a) => {
+            clear(&mut a.tool);
+            clear(&mut a.by);
+        }
+        EventBody::HookDecision(h) => {
+            clear(&mut h.tool);
+            clear(&mut h.policy_id);
+            clear(&mut h.policy_version);
+        }
+        EventBody::TurnEnd(_) | EventBody::TurnAborted(_) => {}
+    }
+}
+
 /// The state of one [`crate::parse`] call, or of one [`crate::Stream`] for as long as it lives.
 pub(crate) struct Ctx {
     file: String,
@@ -110,6 +143,7 @@ impl Ctx {
         {
             bound_depth(h);
         }
+        drop_empty_texts(&mut body);
         self.events.push(Event {
             source: self.source.clone(),
             session: SessionId(session),

@@ -282,6 +282,27 @@ mod tests {
         assert!(p.events.iter().all(|e| traceparent(e).is_some()));
     }
 
+    /// Attributes set to nothing are read as absent: the events decode from their encoding (the
+    /// processor refuses an empty agent, session or call id).
+    #[test]
+    fn empty_attributes_are_no_values() {
+        let span = r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"","spanId":"","name":"execute_tool Bash","startTimeUnixNano":"1775044801000000000","endTimeUnixNano":"1775044801500000000","attributes":[{"key":"gen_ai.operation.name","value":{"stringValue":"execute_tool"}},{"key":"gen_ai.agent.name","value":{"stringValue":""}},{"key":"gen_ai.tool.call.id","value":{"stringValue":""}},{"key":"gen_ai.conversation.id","value":{"stringValue":""}}]}]}]}]}"#;
+        let p = parse_str(Format::Otel, "spans.jsonl", span);
+        assert!(p.errors.is_empty(), "{:?}", p.errors);
+        assert_eq!(p.events.len(), 2);
+        for event in &p.events {
+            let encoded = event.encode();
+            let back = toolcalls_model::Event::decode(&encoded).unwrap_or_else(|e| {
+                panic!("{e}: {}", String::from_utf8_lossy(&encoded));
+            });
+            assert_eq!(&back, event);
+            assert!(event.call_id.is_none() && event.turn.is_none());
+            if let EventBody::Announce(a) = &event.body {
+                assert_eq!(a.agent, None);
+            }
+        }
+    }
+
     #[test]
     fn execute_tool_spans_become_time_ordered_pairs() {
         let s = include_str!("../tests/data/otel-genai-spans.jsonl");
