@@ -191,6 +191,7 @@ pub fn odd_values() -> Vec<String> {
         "true".into(),
         "false".into(),
         "\"\"".into(),
+        "\" \"".into(),
         "\"x\"".into(),
         "[]".into(),
         "{}".into(),
@@ -396,12 +397,21 @@ fn json_field(rng: &mut Rng, data: Vec<u8>, odd: &[String]) -> Vec<u8> {
     // cannot hold a lone surrogate or `1e400`.
     const PLACEHOLDER: &str = "\u{1}FUZZ-PLACEHOLDER\u{1}";
     let action = rng.below(10);
-    edit_random_node(rng, &mut value, action, PLACEHOLDER);
+    let replaced = edit_random_node(rng, &mut value, action, PLACEHOLDER);
     let text = value.to_string();
     let placeholder = serde_json::to_string(PLACEHOLDER).expect("a string serializes");
-    lines[i] = text
-        .replacen(&placeholder, rng.pick(odd).as_str(), 1)
-        .into_bytes();
+    // Often an odd value of the type the field had (an empty or lone-surrogate string where a
+    // string was): the input then gets past the type checks, into what is done with the value.
+    let same_kind: Vec<&String> = match replaced {
+        Some(kind) if rng.chance(50) => odd.iter().filter(|o| kind_of(o) == kind).collect(),
+        _ => Vec::new(),
+    };
+    let value = if same_kind.is_empty() {
+        rng.pick(odd).as_str()
+    } else {
+        rng.pick(&same_kind).as_str()
+    };
+    lines[i] = text.replacen(&placeholder, value, 1).into_bytes();
     if whole {
         lines.swap_remove(0)
     } else {
@@ -409,12 +419,25 @@ fn json_field(rng: &mut Rng, data: Vec<u8>, odd: &[String]) -> Vec<u8> {
     }
 }
 
+/// The kind of a JSON text, by its first byte: `"` a string, `{` an object, `[` an array, `0` a
+/// number, `t` a literal.
+fn kind_of(text: &str) -> u8 {
+    match text.as_bytes().first() {
+        Some(b'-' | b'0'..=b'9') => b'0',
+        Some(b'f' | b'n') => b't',
+        Some(&b) => b,
+        None => 0,
+    }
+}
+
+/// Edits a node of `value` chosen at random, leaving `placeholder` where the odd value goes;
+/// returns the kind ([`kind_of`]) of the value the placeholder replaced, when it replaced one.
 fn edit_random_node(
     rng: &mut Rng,
     value: &mut serde_json::Value,
     action: usize,
     placeholder: &str,
-) {
+) -> Option<u8> {
     use serde_json::Value;
     // Choose a random path of containers, at most a few levels, then walk it.
     enum Step {
@@ -455,30 +478,40 @@ fn edit_random_node(
             (node, _) => node,
         };
     }
+    let kind = |v: &Value| kind_of(&v.to_string());
     match node {
         Value::Object(map) => {
             let keys: Vec<String> = map.keys().cloned().collect();
             match (action, keys.is_empty()) {
                 (0, false) => {
                     map.remove(&keys[rng.below(keys.len())]);
+                    None
                 }
                 (1, _) => {
                     map.insert("fuzzUnknownField".into(), Value::String(placeholder.into()));
+                    None
                 }
                 (_, false) => {
                     let key = &keys[rng.below(keys.len())];
-                    map.insert(key.clone(), Value::String(placeholder.into()));
+                    map.insert(key.clone(), Value::String(placeholder.into()))
+                        .map(|old| kind(&old))
                 }
                 (_, true) => {
                     map.insert("v".into(), Value::String(placeholder.into()));
+                    None
                 }
             }
         }
         Value::Array(items) => {
             let at = rng.below(items.len() + 1);
             items.insert(at, Value::String(placeholder.into()));
+            None
         }
-        other => *other = Value::String(placeholder.into()),
+        other => {
+            let was = kind(other);
+            *other = Value::String(placeholder.into());
+            Some(was)
+        }
     }
 }
 
