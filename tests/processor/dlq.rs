@@ -131,3 +131,65 @@ async fn bad_input_is_dead_lettered_with_reasons_and_good_input_flows() {
         .expect("shutdown in time")
         .expect("clean shutdown");
 }
+
+/// With redaction rules, what goes to the dead-letter topic is redacted too: a refused event's
+/// arguments and result (pointers and patterns, as for a record), a message that is no JSON
+/// (patterns over its text), and the error header, which may quote the message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letters_are_redacted_by_the_rules() {
+    let mut s = settings("dlq-redact");
+    s.redact.pointers = vec!["/password".into()];
+    s.redact.patterns = vec!["sk-live-[A-Za-z0-9]+".into()];
+    create_topics(&s, 1).await;
+    let running = toolcalls_processor::start(s.clone(), prometheus::Registry::new())
+        .await
+        .expect("start");
+    let time = "2026-01-01T00:00:00Z";
+    // Refused for `isError` of the wrong type; serde's message quotes the value, a secret.
+    let wrong_type = format!(
+        r#"{{"v":1,"kind":"completion","source":"test","session":"k","callId":"c1","time":"{time}","isError":"sk-live-quoted1","args":{{"password":"hunter2","token":"sk-live-abc123"}},"result":{{"password":"p4ss"}}}}"#
+    );
+    let not_json = b"oops sk-live-xyz789 not json".to_vec();
+    produce_raw(
+        &s.topics.completion,
+        Some(b"k"),
+        Some(wrong_type.as_bytes()),
+    );
+    produce_raw(&s.topics.completion, Some(b"k"), Some(&not_json));
+    let dlq = read_at_least(&s.topics.dlq, 2).await;
+    assert_eq!(dlq.len(), 2);
+    for m in &dlq {
+        let payload = String::from_utf8_lossy(m.payload.as_deref().unwrap()).into_owned();
+        let error = &m.headers["toolcalls.error"];
+        for secret in [
+            "hunter2",
+            "p4ss",
+            "sk-live-abc123",
+            "sk-live-quoted1",
+            "sk-live-xyz789",
+        ] {
+            assert!(
+                !payload.contains(secret) && !error.contains(secret),
+                "{secret} in the dead letter: {payload} / {error}"
+            );
+        }
+        assert!(payload.contains("[REDACTED]"), "{payload}");
+    }
+    let event = dlq
+        .iter()
+        .find(|m| m.headers["toolcalls.reason"] == "invalid_field")
+        .expect("the refused event");
+    assert!(
+        event.headers["toolcalls.error"].contains("[REDACTED]"),
+        "{:?}",
+        event.headers
+    );
+    let v: serde_json::Value = serde_json::from_slice(event.payload.as_deref().unwrap()).unwrap();
+    assert_eq!(v["args"]["password"], "[REDACTED]");
+    assert_eq!(v["result"]["password"], "[REDACTED]");
+    assert_eq!(v["callId"], "c1", "the rest as it came");
+    tokio::time::timeout(Duration::from_secs(60), running.stop())
+        .await
+        .expect("shutdown in time")
+        .expect("clean shutdown");
+}

@@ -5,6 +5,7 @@
 //! apply the same rules to each event before they publish it (`event`).
 
 mod event;
+mod message;
 
 use crate::record::ToolCallRecord;
 use crate::Json;

@@ -13,8 +13,10 @@ use crate::telemetry::output::ProduceRefused;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::BaseRecord;
+use std::borrow::Cow;
 use std::time::Duration;
 use toolcalls_model::record::{Origin, TopicOffsets};
+use toolcalls_model::redact::Redaction;
 use toolcalls_model::ToolCallRecord;
 
 /// Dead-letter headers.
@@ -162,21 +164,28 @@ pub(crate) fn record_key<'b>(record: &ToolCallRecord, buf: &'b mut [u8]) -> &'b 
     record.id().0.hyphenated().encode_lower(buf).as_bytes()
 }
 
-/// An input message as it goes to the dead-letter topic: its key, its payload (cut to
-/// [`DLQ_PAYLOAD_LIMIT`]), and headers that say why and where it came from.
+/// An input message as it goes to the dead-letter topic: its key, its payload (redacted, then
+/// cut to [`DLQ_PAYLOAD_LIMIT`]), and headers that say why and where it came from.
 pub(crate) struct DeadLetter<'a> {
     pub key: Option<&'a [u8]>,
-    pub payload: Option<&'a [u8]>,
+    pub payload: Option<Cow<'a, [u8]>>,
     pub headers: OwnedHeaders,
 }
 
 impl<'a> DeadLetter<'a> {
-    /// `m`, read from `source_topic`, refused for `reason` (a bounded label) as `detail` says.
-    pub fn new(m: &InMsg<'a>, source_topic: &str, reason: &'static str, detail: &str) -> Self {
+    /// `m`, read from `source_topic`, refused for `reason` (a bounded label) as `detail` says;
+    /// the payload and the detail (which may quote it) redacted by `redaction`.
+    pub fn new(
+        m: &InMsg<'a>,
+        source_topic: &str,
+        reason: &'static str,
+        detail: &str,
+        redaction: &Redaction,
+    ) -> Self {
         let partition = m.partition.to_string();
         let offset = m.offset.to_string();
         let timestamp = m.timestamp_ms.map(|t| t.to_string()).unwrap_or_default();
-        let detail: String = detail.chars().take(1024).collect();
+        let detail: String = redaction.in_text(detail).chars().take(1024).collect();
         let headers = header_pairs(&[
             (dlq_headers::REASON, reason.as_bytes()),
             (dlq_headers::ERROR, detail.as_bytes()),
@@ -187,7 +196,18 @@ impl<'a> DeadLetter<'a> {
         ]);
         DeadLetter {
             key: m.key,
-            payload: m.payload.map(|p| &p[..p.len().min(DLQ_PAYLOAD_LIMIT)]),
+            payload: m.payload.map(|p| {
+                let mut payload = redaction
+                    .dead_letter(p)
+                    .map_or(Cow::Borrowed(p), Cow::Owned);
+                if payload.len() > DLQ_PAYLOAD_LIMIT {
+                    match &mut payload {
+                        Cow::Borrowed(p) => *p = &p[..DLQ_PAYLOAD_LIMIT],
+                        Cow::Owned(p) => p.truncate(DLQ_PAYLOAD_LIMIT),
+                    }
+                }
+                payload
+            }),
             headers,
         }
     }

@@ -10,8 +10,8 @@ use toolcalls_model::redact::Redaction;
 #[group(id = "redact")]
 pub struct RedactArgs {
     /// JSON pointer into a call's arguments, its result and each attribute whose value is
-    /// replaced by [REDACTED] in whatever leaves the process (records topic, query API, local
-    /// output; the events ingest and receive publish), repeatable: `--redact-pointer
+    /// replaced by [REDACTED] in whatever leaves the process (records and dead-letter topics,
+    /// query API, local output; the events ingest and receive publish), repeatable: `--redact-pointer
     /// /password`; the checksum stays the original's
     #[arg(
         long = "redact-pointer",

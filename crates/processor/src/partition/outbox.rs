@@ -92,9 +92,14 @@ impl Outbox {
     /// Sends input message `m` to the dead-letter topic.
     pub async fn dead_letter(&mut self, m: &InMsg<'_>, reason: &'static str, detail: &str) {
         let source = &self.env.topics.inputs[m.topic_index()];
-        let letter = DeadLetter::new(m, source, reason, detail);
-        self.output(Dest::Dlq, letter.key, letter.payload, Some(letter.headers))
-            .await;
+        let letter = DeadLetter::new(m, source, reason, detail, &self.env.redaction);
+        self.output(
+            Dest::Dlq,
+            letter.key,
+            letter.payload.as_deref(),
+            Some(letter.headers),
+        )
+        .await;
     }
 
     /// Produces a record or a dead letter, or holds it back while the last checkpoint commits.

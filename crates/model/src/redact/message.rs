@@ -1,0 +1,99 @@
+//! Redaction of an input message that is not a valid event, before the processor copies it to
+//! the dead-letter topic: such a message may hold the same secrets as a valid one (an event with
+//! one field of the wrong type still carries its arguments), and the dead-letter topic is read by
+//! whoever looks into refused input.
+//!
+//! A message may be anything. When it is a JSON object, it is redacted as an event is: the
+//! pointers inside its `args`, `result` and each member of `attributes`, the patterns over every
+//! string and key. Otherwise — not JSON, or JSON that a tree cannot hold exactly (a lone
+//! surrogate escape, a number beyond a double, deep nesting) — the patterns run over its text,
+//! bytes that are not UTF-8 read as U+FFFD.
+
+use super::Redaction;
+use serde_json::Value;
+
+impl Redaction {
+    /// The payload of a message refused as an event, redacted; `None` when the rules find
+    /// nothing in it, and it goes to the dead-letter topic as it came.
+    pub fn dead_letter(&self, payload: &[u8]) -> Option<Vec<u8>> {
+        if self.is_empty() {
+            return None;
+        }
+        if let Ok(Value::Object(mut event)) = serde_json::from_slice::<Value>(payload) {
+            let mut what = Vec::new();
+            for field in ["args", "result"] {
+                if let Some(value) = event.get_mut(field) {
+                    self.pointers_into(value, field, &mut what);
+                }
+            }
+            if let Some(Value::Object(attributes)) = event.get_mut("attributes") {
+                for (key, value) in attributes.iter_mut() {
+                    self.pointers_into(value, &format!("attributes.{key}"), &mut what);
+                }
+            }
+            self.object(&mut event, "message", &mut what);
+            return (!what.is_empty())
+                .then(|| serde_json::to_vec(&event).expect("a JSON object serializes"));
+        }
+        self.text(&String::from_utf8_lossy(payload))
+            .map(String::into_bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules() -> Redaction {
+        Redaction::new(&["/password".to_owned()], &["sk-[a-z0-9]{8,}".to_owned()]).unwrap()
+    }
+
+    fn redacted(payload: &[u8]) -> String {
+        String::from_utf8(rules().dead_letter(payload).expect("something redacted")).unwrap()
+    }
+
+    #[test]
+    fn an_event_refused_for_one_field_is_redacted_as_an_event() {
+        // `isError` of the wrong type: refused, its arguments and result intact.
+        let message = br#"{"v":1,"kind":"completion","source":"s","session":"x","callId":"c","time":"2026-01-01T00:00:00Z","isError":"yes","args":{"password":"hunter2","key":"sk-abcdefgh12"},"result":{"password":"p"},"attributes":{"toolUseResult":{"password":"q"}}}"#;
+        let out = redacted(message);
+        for secret in ["hunter2", "sk-abcdefgh12", "\"p\"", "\"q\""] {
+            assert!(!out.contains(secret), "{secret} in {out}");
+        }
+        let v: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["args"]["password"], "[REDACTED]");
+        assert_eq!(v["args"]["key"], "[REDACTED]");
+        assert_eq!(v["attributes"]["toolUseResult"]["password"], "[REDACTED]");
+        assert_eq!(v["isError"], "yes", "the rest as it came");
+    }
+
+    #[test]
+    fn text_that_is_no_json_object_is_searched_by_the_patterns() {
+        for message in [
+            &b"not json sk-abcdefgh12 at all"[..],
+            b"{\"args\":{\"k\":\"sk-abcdefgh12\"},\"s\":\"\\ud800\"}",
+            b"\xff\xfe sk-abcdefgh12",
+            b"[\"sk-abcdefgh12\"]",
+        ] {
+            let out = redacted(message);
+            assert!(
+                !out.contains("sk-abcdefgh12") && out.contains("[REDACTED]"),
+                "{out}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_message_without_secrets_goes_as_it_came() {
+        let rules = rules();
+        for message in [
+            &br#"{"v":1,"kind":"announce","args":{"user":"a"}}"#[..],
+            b"not json",
+            b"",
+            b"\xff",
+        ] {
+            assert_eq!(rules.dead_letter(message), None);
+        }
+        assert_eq!(Redaction::default().dead_letter(b"sk-abcdefgh12"), None);
+    }
+}
