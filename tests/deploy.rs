@@ -887,3 +887,170 @@ fn kubernetes_parts_refer_to_each_other() {
         one("ServiceAccount")["metadata"]["name"]
     );
 }
+
+/// The format of a transcript: as detected, else the one that reads it without a bad line.
+fn format_of(path: &std::path::Path) -> Option<&'static str> {
+    use toolcalls_adapters::Format;
+    let bytes = std::fs::read(path).ok()?;
+    let name = path.to_string_lossy();
+    Format::detect(&name, &bytes[..bytes.len().min(64 * 1024)])
+        .or_else(|| {
+            Format::ALL.iter().copied().find(|f| {
+                let p = toolcalls_adapters::parse(*f, &name, &bytes, &Default::default());
+                !p.events.is_empty() && p.errors.is_empty()
+            })
+        })
+        .map(Format::name)
+}
+
+/// The lines of the `[redact]` table of a TOML text, without comments, blank lines and indentation.
+fn redact_table(text: &str) -> Vec<String> {
+    text.lines()
+        .map(str::trim)
+        .skip_while(|l| *l != "[redact]")
+        .skip(1)
+        .take_while(|l| !l.starts_with('['))
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// deploy/redact.toml, the rules the compose stack and the Kubernetes config run with: each
+/// pattern and pointer redacts a sample of its credential format, the Kubernetes config holds the
+/// same rules, every toolcalls service of the compose stack reads them, and they change nothing
+/// in real tool traffic (the shared transcripts, the adapters' samples).
+#[test]
+fn the_default_redaction_rules_catch_credentials_and_leave_real_traffic_alone() {
+    let rules = std::fs::read_to_string(root().join("deploy/redact.toml")).unwrap();
+    let configmap =
+        std::fs::read_to_string(root().join("deploy/kubernetes/configmap.yaml")).unwrap();
+    assert!(redact_table(&rules).len() > 10, "{rules}");
+    assert_eq!(
+        redact_table(&configmap),
+        redact_table(&rules),
+        "the ConfigMap's [redact] table is deploy/redact.toml's"
+    );
+    let compose = std::fs::read_to_string(root().join("docker-compose.yml")).unwrap();
+    let services = compose
+        .matches("./deploy/redact.toml:/etc/toolcalls/redact.toml:ro")
+        .count();
+    let commands = compose.matches("[\"toolcalls\", ").count();
+    assert_eq!(
+        services, commands,
+        "every toolcalls service of the compose stack mounts the rules"
+    );
+    assert_eq!(
+        compose
+            .matches("TOOLCALLS_CONFIG: /etc/toolcalls/redact.toml")
+            .count(),
+        3,
+        "the shared environment and each follower's name the rules"
+    );
+
+    // A sample of each format, made here rather than written out whole: the repository holds no
+    // string a secret scanner would take for a credential.
+    let (a36, a40) = ("a".repeat(36), "Ab3".repeat(14));
+    let samples = [
+        format!("sk-proj-{a40}"),
+        format!("sk-ant-api03-{a40}"),
+        format!("AKIA{}", "IOSFODNN7EXAMPLE"),
+        format!("ghp_{a36}"),
+        format!("github_pat_{a40}"),
+        format!("glpat-{a40}"),
+        format!("xoxb-{}-{a36}", "1".repeat(12)),
+        format!("AIza{}", "B".repeat(35)),
+        format!("sk_live_{a36}"),
+        format!("eyJ{a40}.eyJ{a40}.{a40}"),
+        format!("Bearer {a40}"),
+        "postgres://app:hunter2pw@db:5432/orders".to_owned(),
+        format!("-----BEGIN RSA PRIVATE KEY-----\n{a40}\n-----END RSA PRIVATE KEY-----"),
+    ];
+    let secrets_in = |s: &str| -> Vec<String> {
+        samples
+            .iter()
+            .map(|x| x.replace("Bearer ", "").replace("postgres://", ""))
+            .chain(["hunter2pw".to_owned(), "by-name-only".to_owned()])
+            .filter(|x| s.contains(x.as_str()))
+            .collect()
+    };
+    let dir = Scratch::new("default-redaction");
+    let events: Vec<String> = samples
+        .iter()
+        .enumerate()
+        .map(|(i, secret)| {
+            let args = serde_json::json!({
+                "command": format!("curl -H 'x: {secret}' https://example.com"),
+                "password": "by-name-only",
+                "headers": {"Authorization": "by-name-only"},
+            });
+            serde_json::json!({
+                "v": 1, "kind": "announce", "source": "t", "session": "s",
+                "callId": format!("c{i}"), "time": "2026-01-01T00:00:00Z",
+                "tool": "Bash", "args": args,
+            })
+            .to_string()
+        })
+        .collect();
+    let input = dir.join("events.jsonl");
+    std::fs::write(&input, events.join("\n") + "\n").unwrap();
+    let config = root().join("deploy/redact.toml");
+    let local = |args: &[&str]| -> String {
+        let out = run(Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+            .args(["local", "-q", "--config"])
+            .arg(&config)
+            .args(args));
+        assert!(out.status.success(), "{}", show(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let records = local(&[input.to_str().unwrap()]);
+    assert_eq!(records.lines().count(), samples.len());
+    assert_eq!(secrets_in(&records), Vec::<String>::new(), "{records}");
+    for record in records.lines() {
+        let r: Value = serde_json::from_str(record).unwrap();
+        assert_eq!(
+            r["redacted"],
+            serde_json::json!([
+                "spec.input/password",
+                "spec.input/headers/Authorization",
+                "spec.input"
+            ]),
+            "the pointers and the pattern: {record}"
+        );
+    }
+
+    // Real traffic: nothing redacted.
+    let mut files = Vec::new();
+    let shared = root().join("../shared/fixtures");
+    if shared.is_dir() {
+        for format in ["claude-code", "codex", "gemini-cli", "openai-responses"] {
+            for e in std::fs::read_dir(shared.join(format))
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                files.push(e.path());
+            }
+        }
+    } else {
+        println!("the shared fixtures are missing: only the adapters' samples are checked");
+    }
+    for e in std::fs::read_dir(root().join("crates/adapters/tests/data")).unwrap() {
+        files.push(e.unwrap().path());
+    }
+    let mut checked = 0;
+    for file in files {
+        let Some(format) = format_of(&file) else {
+            panic!("{}: no format reads it", file.display());
+        };
+        let records = local(&["--format", format, file.to_str().unwrap()]);
+        checked += records.lines().count();
+        for record in records.lines() {
+            assert!(
+                record.contains("\"redacted\":[]") || !record.contains("\"redacted\""),
+                "{}: a record of real traffic was redacted: {record}",
+                file.display()
+            );
+        }
+    }
+    assert!(checked > 30, "{checked} records of real traffic");
+}
