@@ -12,6 +12,7 @@
 #   crates/core/tests/fuzz_local.rs   local mode's path for v1 events, then the record encoder
 #   crates/core/tests/fuzz_restore.rs the restore from a damaged changelog, then more events
 #   tests/fuzz_local.rs               the `toolcalls local` binary, one process per case
+#   tests/fuzz_audit.rs               `toolcalls audit` of mutated records files and inputs
 #   src/receive/fuzz.rs               `toolcalls receive`'s readers of hook, v1 and OTLP bodies
 #                                     (generated protobuf requests too), in process
 # Each prints `fuzz NAME: N cases in S s, 0 panics`; a panic fails the test with the seed of its
@@ -31,6 +32,7 @@ tests=(
   "-p toolcalls-core --test fuzz_local"
   "-p toolcalls-core --test fuzz_restore"
   "-p toolcalls --test fuzz_local"
+  "-p toolcalls --test fuzz_audit"
   "-p toolcalls --bin toolcalls receive::fuzz"
 )
 
