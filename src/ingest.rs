@@ -14,7 +14,7 @@
 
 use crate::say::say;
 use anyhow::{bail, Context};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{BufWriter, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -100,8 +100,9 @@ fn parse_time(s: &str) -> Result<Timestamp, String> {
 pub trait Sink {
     /// Hands over one event. `key` is the Kafka key (the session), `payload` the encoded event.
     fn send(&mut self, key: &[u8], event: &Event, payload: &[u8]) -> anyhow::Result<()>;
-    /// Flushes everything sent; called once at the end.
-    fn finish(&mut self) -> anyhow::Result<()>;
+    /// Flushes everything sent; called once at the end. `file_of` names the file a session's
+    /// events were read from (the first, when several hold it), for what is said of them.
+    fn finish(&mut self, file_of: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<()>;
 }
 
 /// One JSON event per line.
@@ -124,7 +125,7 @@ impl<W: Write> Sink for JsonLines<W> {
         Ok(())
     }
 
-    fn finish(&mut self) -> anyhow::Result<()> {
+    fn finish(&mut self, _file_of: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<()> {
         self.out.flush().context("cannot write the events")
     }
 }
@@ -156,17 +157,18 @@ impl Sink for KafkaSink {
         Ok(self.publisher.send(event, payload)?)
     }
 
-    /// Waits for every acknowledgement. The events the brokers refused as too large are said
-    /// and left out, as those the producer refuses are (they are known only now, after every
-    /// file was sent).
-    fn finish(&mut self) -> anyhow::Result<()> {
+    /// Waits for every acknowledgement. The events the brokers refused as too large are said,
+    /// with the file of their session, and left out, as those the producer refuses are (they are
+    /// known only now, after every file was sent).
+    fn finish(&mut self, file_of: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<()> {
         let delivered = self.publisher.finish()?;
         let refused = self.publisher.take_refused();
         for r in &refused {
-            say!(
-                "{}",
-                crate::left_out::said_of_refused("toolcalls ingest", r)
-            );
+            let file = r
+                .event()
+                .and_then(|e| file_of(e.session.as_str()))
+                .unwrap_or_else(|| "toolcalls ingest".to_owned());
+            say!("{}", crate::left_out::said_of_refused(&file, r));
         }
         if self.strict && !refused.is_empty() {
             bail!(
@@ -297,6 +299,9 @@ pub fn run(
     let mut progress = Progress::new(!o.quiet && std::io::stderr().is_terminal());
     let mut summaries = Vec::with_capacity(args.files.len());
     let mut total = 0u64;
+    // The first file each session was read from: the brokers' refusals come after every file
+    // was sent, and name the event only.
+    let mut file_of_session: HashMap<String, String> = HashMap::new();
     for path in &args.files {
         let (name, bytes) = read(path)?;
         let format = match forced {
@@ -347,9 +352,14 @@ pub fn run(
             progress.tick(total, &name);
         }
         summary.sessions = sessions.len() as u64;
+        for session in sessions {
+            if !file_of_session.contains_key(session) {
+                file_of_session.insert(session.to_owned(), name.clone());
+            }
+        }
         summaries.push(summary);
     }
-    sink.finish()?;
+    sink.finish(&|session| file_of_session.get(session).cloned())?;
     progress.done();
     Ok(summaries)
 }
@@ -465,7 +475,7 @@ mod tests {
             Ok(())
         }
 
-        fn finish(&mut self) -> anyhow::Result<()> {
+        fn finish(&mut self, _file_of: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<()> {
             self.finished = true;
             Ok(())
         }

@@ -215,7 +215,10 @@ fn an_event_the_brokers_refuse_as_too_large_is_reported_and_left_out() {
     refuse_next_produce();
     let (code, said) = ingest(&[]);
     assert_eq!(code, Some(0), "{said}");
-    assert!(said.contains(refusal), "{said}");
+    assert!(
+        said.contains(&format!("{}: {refusal}", file.display())),
+        "the file is named: {said}"
+    );
     assert!(
         said.contains("0 events delivered to Kafka")
             && said.contains("1 events refused by the brokers as too large, left out"),
