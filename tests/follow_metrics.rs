@@ -283,8 +283,9 @@ fn two_followers_cannot_share_a_checkpoint_directory() {
     );
 }
 
-/// A directory the follower cannot search is said once, counted as unreadable, and its files
-/// are followed once it can be searched: nothing in it is passed over in silence.
+/// A directory the follower cannot search, and a file it cannot read, are said once, counted as
+/// unreadable, and followed once they can be read — the file as soon as its permissions are put
+/// right, without waiting for it to change: nothing is passed over in silence.
 #[test]
 fn a_directory_that_cannot_be_read_is_said_counted_and_followed_once_it_can() {
     let d = dir("follow-unreadable");
@@ -310,11 +311,15 @@ fn a_directory_that_cannot_be_read_is_said_counted_and_followed_once_it_can() {
         sample("codex-rollout-custom-tools.jsonl"),
     )
     .unwrap();
-    let mode = |m: u32| {
+    let closed = open.join("c.jsonl");
+    std::fs::write(&closed, sample("claude-hooks.jsonl")).unwrap();
+    let chmod = |path: &Path, m: u32| {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(m)).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(m)).unwrap();
     };
+    let mode = |m: u32| chmod(&locked, m);
     mode(0o000);
+    chmod(&closed, 0o000);
     let out = d.join("out.jsonl");
     // Root reads every directory whatever its mode: the follower then runs without the
     // capabilities that let it.
@@ -407,8 +412,8 @@ fn a_directory_that_cannot_be_read_is_said_counted_and_followed_once_it_can() {
     };
     let unreadable = "toolcalls_producer_unreadable_paths";
     wait(
-        "the open file's events and the locked directory counted",
-        &mut || sent() > 0 && value(unreadable) == Some(1.0),
+        "the open file's events, the locked directory and the closed file counted",
+        &mut || sent() > 0 && value(unreadable) == Some(2.0),
     );
     let first = sent();
     // More polls go by (a line appended to the open file is delivered by a later one), and the
@@ -425,14 +430,22 @@ fn a_directory_that_cannot_be_read_is_said_counted_and_followed_once_it_can() {
         .replace("toolu_", "toolu_again_");
     writeln!(more, "{line}").unwrap();
     wait("the appended line", &mut || sent() > first);
-    let cannot = format!("cannot read {} (Permission denied", locked.display());
-    assert_eq!(said().matches(&cannot).count(), 1, "said once:\n{}", said());
-    assert_eq!(value(unreadable), Some(1.0));
+    for path in [&locked, &closed] {
+        let cannot = format!("cannot read {} (Permission denied", path.display());
+        assert_eq!(said().matches(&cannot).count(), 1, "said once:\n{}", said());
+    }
+    assert_eq!(value(unreadable), Some(2.0));
     let before_unlock = sent();
 
     mode(0o755);
     wait("the locked directory's events", &mut || {
-        sent() > before_unlock && value(unreadable) == Some(0.0)
+        sent() > before_unlock && value(unreadable) == Some(1.0)
+    });
+    // The closed file's permissions put right, its content and time unchanged.
+    let before_open = sent();
+    chmod(&closed, 0o644);
+    wait("the closed file's events", &mut || {
+        sent() > before_open && value(unreadable) == Some(0.0)
     });
     assert!(
         said().contains(&format!("{} can be read again", locked.display())),
@@ -449,6 +462,7 @@ fn a_directory_that_cannot_be_read_is_said_counted_and_followed_once_it_can() {
         .arg(&expected)
         .arg(open.join("a.jsonl"))
         .arg(locked.join("b.jsonl"))
+        .arg(&closed)
         .output()
         .unwrap();
     assert!(one_shot.status.success(), "{one_shot:?}");

@@ -360,12 +360,13 @@ impl Follower {
                 // Rewritten or truncated: read whole below.
                 Ok(None) => t.stream = None,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                // Not marked seen: tried again at every poll, so that a file whose permissions
+                // are put right is read without waiting for it to change.
                 Err(e) => {
                     if t.said.insert(format!("read {e}")) {
-                        say!("toolcalls ingest: cannot read {name} ({e}); trying again at every change");
+                        say!("toolcalls ingest: cannot read {name} ({e}); trying again at every poll");
                     }
                     t.unreadable = true;
-                    t.seen = Some(stat);
                     return Ok(());
                 }
             }
@@ -379,12 +380,9 @@ impl Follower {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(e) => {
                 if t.said.insert(format!("read {e}")) {
-                    say!(
-                        "toolcalls ingest: cannot read {name} ({e}); trying again at every change"
-                    );
+                    say!("toolcalls ingest: cannot read {name} ({e}); trying again at every poll");
                 }
                 t.unreadable = true;
-                t.seen = Some(stat);
                 return Ok(());
             }
         };
