@@ -3,11 +3,11 @@
 //! one field of the wrong type still carries its arguments), and the dead-letter topic is read by
 //! whoever looks into refused input.
 //!
-//! A message may be anything. When it is a JSON object, it is redacted as an event is: the
-//! pointers inside its `args`, `result` and each member of `attributes`, the patterns over every
-//! string and key. Otherwise — not JSON, or JSON that a tree cannot hold exactly (a lone
-//! surrogate escape, a number beyond a double, deep nesting) — the patterns run over its text,
-//! bytes that are not UTF-8 read as U+FFFD.
+//! A message may be anything, and is read as text, bytes that are not UTF-8 as U+FFFD. When that
+//! text is a JSON object, it is redacted as an event is: the pointers inside its `args`, `result`
+//! and each member of `attributes`, the patterns over every string and key. Otherwise — not JSON,
+//! or JSON that a tree cannot hold exactly (a lone surrogate escape, a number beyond a double,
+//! deep nesting) — the patterns run over the text.
 
 use super::Redaction;
 use serde_json::Value;
@@ -19,7 +19,8 @@ impl Redaction {
         if self.is_empty() {
             return None;
         }
-        if let Ok(Value::Object(mut event)) = serde_json::from_slice::<Value>(payload) {
+        let text = String::from_utf8_lossy(payload);
+        if let Ok(Value::Object(mut event)) = serde_json::from_str::<Value>(&text) {
             let mut what = Vec::new();
             for field in ["args", "result"] {
                 if let Some(value) = event.get_mut(field) {
@@ -35,8 +36,7 @@ impl Redaction {
             return (!what.is_empty())
                 .then(|| serde_json::to_vec(&event).expect("a JSON object serializes"));
         }
-        self.text(&String::from_utf8_lossy(payload))
-            .map(String::into_bytes)
+        self.text(&text).map(String::into_bytes)
     }
 }
 
@@ -81,6 +81,21 @@ mod tests {
                 "{out}"
             );
         }
+    }
+
+    /// Bytes that are not UTF-8 do not keep the pointers from applying to an event.
+    #[test]
+    fn an_event_with_bytes_that_are_not_utf8_is_redacted_as_an_event() {
+        let message =
+            b"{\"kind\":\"announce\",\"session\":\"s\xff\",\"args\":{\"password\":\"hunter2\"}}";
+        let out = redacted(message);
+        let v: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["args"]["password"], "[REDACTED]");
+        assert_eq!(v["session"], "s\u{fffd}");
+        assert_eq!(
+            rules().dead_letter(out.as_bytes()).as_deref(),
+            Some(out.as_bytes())
+        );
     }
 
     #[test]
