@@ -492,6 +492,17 @@ impl Follower {
             return Ok(());
         };
         let Some(end) = tail.bytes.iter().rposition(|&b| b == b'\n') else {
+            // Nothing complete was appended. A checkpoint written while the file grew (its
+            // stat taken before the read) names the size and time of then, past which it was
+            // read: once the file is exactly what was delivered, the checkpoint says so, or a
+            // restart would take the file for changed and read it whole again.
+            if stat.size == t.cp.position
+                && (t.cp.size, t.cp.mtime_ns) != (stat.size, stat.mtime_ns)
+            {
+                t.cp.size = stat.size;
+                t.cp.mtime_ns = stat.mtime_ns;
+                return self.save(path, format, &[], false);
+            }
             return Ok(());
         };
         let parsed = stream.push(&tail.bytes[..=end]);
@@ -767,6 +778,68 @@ fn stop_on_signal() -> Arc<AtomicBool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A follower of `file` writing to nowhere, its checkpoints in `dir`.
+    fn follower(file: &Path, dir: &Path) -> Follower {
+        Follower {
+            s: Settings {
+                paths: vec![file.to_owned()],
+                format: Some(Format::ClaudeCode),
+                options: Options::default(),
+                redaction: Redaction::default(),
+                strict: false,
+                quiet: true,
+                checkpoint_dir: Some(dir.to_owned()),
+                poll_interval: Duration::from_millis(10),
+                once: false,
+                metrics_addr: None,
+            },
+            targets: vec![Target::File(file.to_owned())],
+            store: Some(Store::open(dir).unwrap()),
+            saved: HashMap::new(),
+            files: HashMap::new(),
+            unreadable: HashMap::new(),
+            out: Outlet::Lines(Box::new(std::io::sink())),
+            metrics: FollowMetrics::new(),
+        }
+    }
+
+    /// A file that grew between the poll's look at it and its read is read past the size the
+    /// look saw; once nothing more comes, its checkpoint names the size it now has, so that a
+    /// restart takes it for unchanged.
+    #[test]
+    fn a_file_read_past_the_size_its_poll_saw_is_checkpointed_at_its_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("s.jsonl");
+        let sample = std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("crates/adapters/tests/data/claude-subagent-agent-a3f9c1e.jsonl"),
+        )
+        .unwrap();
+        let lines: Vec<&[u8]> = sample.split_inclusive(|&b| b == b'\n').collect();
+        let (first, rest) = lines.split_at(lines.len() / 2);
+        std::fs::write(&file, first.concat()).unwrap();
+        let mut f = follower(&file, &dir.path().join("checkpoints"));
+        let seen_before = Stat::of(&std::fs::metadata(&file).unwrap());
+        // The agent writes on between the look and the read.
+        let mut w = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&file)
+            .unwrap();
+        std::io::Write::write_all(&mut w, &rest.concat()).unwrap();
+        drop(w);
+        f.step(&file, seen_before).unwrap();
+        let now = Stat::of(&std::fs::metadata(&file).unwrap());
+        f.step(&file, now).unwrap();
+        let saved = f.store.as_ref().unwrap().load().unwrap();
+        let cp = &saved[0];
+        assert_eq!(cp.position, sample.len() as u64, "read to its end");
+        assert_eq!(
+            (cp.size, cp.mtime_ns),
+            (now.size, now.mtime_ns),
+            "the checkpoint names the file as it is"
+        );
+    }
 
     #[test]
     fn the_streams_of_files_at_rest_are_let_go() {
