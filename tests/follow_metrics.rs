@@ -40,6 +40,23 @@ fn toolcalls() -> Command {
     c
 }
 
+/// The follower's metrics at `addr` (host:port), as Prometheus would scrape them.
+fn scrape(addr: &str) -> String {
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "5"])
+        .arg(format!("http://{addr}/metrics"))
+        .output()
+        .expect("curl is installed");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The value of the first line of the exposition `text` that starts with `series`.
+fn value(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(series))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
 /// `ingest --follow --once` into `out`; the number of events it wrote.
 fn once(file: &Path, checkpoints: &Path, out: &Path) -> usize {
     let _ = std::fs::remove_file(out);
@@ -151,19 +168,6 @@ fn the_follower_serves_its_metrics() {
     }
     let addr = addr.expect("the follower says where its metrics are");
     std::thread::spawn(move || for _ in log.lines() {});
-    let scrape = || {
-        let out = Command::new("curl")
-            .args(["-sS", "--max-time", "5"])
-            .arg(format!("http://{addr}/metrics"))
-            .output()
-            .expect("curl is installed");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    let value = |text: &str, series: &str| -> Option<f64> {
-        text.lines()
-            .find(|l| l.starts_with(series))
-            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-    };
     let behind = format!(
         "toolcalls_producer_file_bytes_behind{{file=\"{}\"}}",
         file.display()
@@ -172,7 +176,7 @@ fn the_follower_serves_its_metrics() {
     // the bytes behind noted (after it).
     let mut text = String::new();
     while Instant::now() < deadline {
-        text = scrape();
+        text = scrape(&addr);
         let sent = value(
             &text,
             "toolcalls_producer_events_sent_total{format=\"claude-code\"}",
@@ -390,20 +394,7 @@ fn a_directory_that_cannot_be_read_is_said_counted_and_followed_once_it_can() {
             true
         })
     });
-    let scrape = || {
-        let out = Command::new("curl")
-            .args(["-sS", "--max-time", "5"])
-            .arg(format!("http://{addr}/metrics"))
-            .output()
-            .expect("curl is installed");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    let value = |series: &str| -> Option<f64> {
-        scrape()
-            .lines()
-            .find(|l| l.starts_with(series))
-            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-    };
+    let value = |series: &str| value(&scrape(&addr), series);
     let sent = || {
         std::fs::read_to_string(&out)
             .unwrap_or_default()
