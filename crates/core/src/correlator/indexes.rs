@@ -1,8 +1,8 @@
 //! Filing entries in the tables that find them — per scope by call id, by checksum, by
 //! idempotency key and in its tool slot, per partition by record id and deadline — and taking
 //! them out again. The tables hold sequence numbers only; a key is read from its entry (in
-//! [`Entries`]) to compare on lookup and to rehash on growth (docs/ARCHITECTURE.md, Correlation →
-//! Memory).
+//! [`Entries`]) to compare on lookup and, but in the id tables ([`Filed`]), to rehash on growth
+//! (docs/ARCHITECTURE.md, Correlation → Memory).
 
 use super::entries::Entries;
 use super::footprint::{call_bytes, live_bytes, waiting_bytes};
@@ -319,8 +319,10 @@ fn keep_for_closed(scope: &mut Scope, hs: &Hasher, id: &str, seq: u64, slot: IdS
         IdSlot::Primary => {
             let held = scope
                 .ids
-                .find_mut(hs.hash_one(id), |&at| at == Filed::live(seq));
-            held.map(|at| *at = Filed::closed(seq)).is_some()
+                .find_mut(Filed::table_hash(hs.hash_one(id)), |&at| {
+                    Filed::untagged(at) == Filed::live(seq)
+                });
+            held.map(|at| *at |= Filed::CLOSED).is_some()
         }
         IdSlot::Alias => scope.aliases.get(id) == Some(&seq),
     }
@@ -347,23 +349,55 @@ impl IdSlot {
 }
 
 /// How the `ids` table of a scope files an entry: its sequence number, with [`Filed::CLOSED`] set
-/// for a remembered closed call, so that reading its key — on every probe and rehash — looks in
-/// the one map that holds it. Sequence numbers stay below [`SEQ_LIMIT`](super::SEQ_LIMIT).
+/// for a remembered closed call, so that reading its key on a probe looks in the one map that
+/// holds it, and the top [`Filed::TAG_BITS`] bits of its id's hash, from which the table's hash is
+/// made: a rehash as the table grows reads no entry (reading every entry's id through its map
+/// cost as much as the lookups). Sequence numbers stay below [`SEQ_LIMIT`](super::SEQ_LIMIT).
+///
+/// The table tells at most 2^16 hashes apart per scope, so in a scope that holds more ids than
+/// that a lookup compares the keys of the few entries that share its tag.
 pub(super) struct Filed;
 
 impl Filed {
     const CLOSED: u64 = super::SEQ_LIMIT;
+    const TAG_BITS: u32 = 16;
+    const TAG_SHIFT: u32 = u64::BITS - Self::TAG_BITS;
 
+    /// Pending entry `seq`, before [`Filed::with_tag`].
     fn live(seq: u64) -> u64 {
+        debug_assert!(seq < Self::CLOSED, "entry numbers stay below SEQ_LIMIT");
         seq
     }
 
+    /// Remembered closed call `seq`, before [`Filed::with_tag`].
     fn closed(seq: u64) -> u64 {
-        seq | Self::CLOSED
+        Self::live(seq) | Self::CLOSED
+    }
+
+    /// `at` ([`Filed::live`] or [`Filed::closed`]) tagged with the id whose hash is `id_hash`.
+    fn with_tag(at: u64, id_hash: u64) -> u64 {
+        (id_hash >> Self::TAG_SHIFT << Self::TAG_SHIFT) | at
+    }
+
+    /// `at` without its tag: [`Filed::live`] or [`Filed::closed`] of its entry.
+    fn untagged(at: u64) -> u64 {
+        at & ((Self::CLOSED << 1) - 1)
     }
 
     fn seq(at: u64) -> u64 {
-        at & !Self::CLOSED
+        at & (Self::CLOSED - 1)
+    }
+
+    /// Whether `at` may file the id whose hash is `id_hash`: their tags are equal.
+    fn tagged(at: u64, id_hash: u64) -> bool {
+        at >> Self::TAG_SHIFT == id_hash >> Self::TAG_SHIFT
+    }
+
+    /// The table's hash of an id whose hash is `id_hash`, and of what files it: the tag, spread
+    /// over the 64 bits (the table takes the bucket from the low bits and a control byte from
+    /// the top seven).
+    fn table_hash(id_hash: u64) -> u64 {
+        (id_hash >> Self::TAG_SHIFT).wrapping_mul(0x9E37_79B9_7F4A_7C15)
     }
 
     /// The id an entry is filed under in the `ids` table.
@@ -371,24 +405,25 @@ impl Filed {
         if at & Self::CLOSED != 0 {
             entries.closed_primary_id(Self::seq(at))
         } else {
-            entries.live_primary_id(at)
+            entries.live_primary_id(Self::seq(at))
         }
+    }
+
+    /// Whether `at` files `id`, whose hash is `id_hash`; the entry is read only when the tags
+    /// are equal.
+    fn files(entries: &Entries, at: u64, id: &str, id_hash: u64) -> bool {
+        Self::tagged(at, id_hash) && Self::key(entries, at) == Some(id)
     }
 }
 
 /// The entry of `scope` that call id `id` names.
 pub(super) fn id_holder(scope: &Scope, entries: &Entries, hs: &Hasher, id: &str) -> Option<u64> {
+    let h = hs.hash_one(id);
     scope
         .ids
-        .find(hs.hash_one(id), |&at| Filed::key(entries, at) == Some(id))
+        .find(Filed::table_hash(h), |&at| Filed::files(entries, at, id, h))
         .map(|&at| Filed::seq(at))
         .or_else(|| scope.aliases.get(id).copied())
-}
-
-fn id_hash(entries: &Entries, hs: &Hasher, at: u64) -> u64 {
-    let id = Filed::key(entries, at);
-    debug_assert!(id.is_some(), "an entry filed by id has one");
-    hs.hash_one(id.unwrap_or_default())
 }
 
 /// Files id `id` of entry `seq` (already in `entries`) as the entry is inserted, new or restored:
@@ -428,7 +463,7 @@ fn point_id(
     let h = hs.hash_one(id);
     match scope
         .ids
-        .find_entry(h, |&at| Filed::key(entries, at) == Some(id))
+        .find_entry(Filed::table_hash(h), |&at| Filed::files(entries, at, id, h))
     {
         Ok(found) => {
             let held = Filed::seq(*found.get());
@@ -449,7 +484,9 @@ fn point_id(
     if primary {
         scope
             .ids
-            .insert_unique(h, at, |&at| id_hash(entries, hs, at));
+            .insert_unique(Filed::table_hash(h), Filed::with_tag(at, h), |&at| {
+                Filed::table_hash(at)
+            });
     } else {
         scope.aliases.insert(id.into(), seq);
     }
@@ -460,7 +497,10 @@ fn point_id(
 fn release_id(scope: &mut Scope, hs: &Hasher, id: &str, seq: u64, slot: IdSlot) {
     if slot == IdSlot::Primary {
         let h = hs.hash_one(id);
-        if let Ok(held) = scope.ids.find_entry(h, |&at| Filed::seq(at) == seq) {
+        if let Ok(held) = scope
+            .ids
+            .find_entry(Filed::table_hash(h), |&at| Filed::seq(at) == seq)
+        {
             held.remove();
             return;
         }
@@ -504,5 +544,80 @@ fn record_hash(entries: &Entries, hs: &Hasher, seq: u64) -> u64 {
 fn remove_record(table: &mut HashTable<u64>, hs: &Hasher, id: &RecordId, seq: u64) {
     if let Ok(held) = table.find_entry(hs.hash_one(id), |&s| s == seq) {
         held.remove();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Filed;
+    use crate::{Config, Correlator, Effects, Outcome, Position};
+    use std::collections::HashMap;
+    use std::hash::BuildHasher;
+    use toolcalls_model::{Event, Strategy};
+
+    fn event(kind: &str, id: &str, at_ms: u64, body: &str) -> Event {
+        let line = format!(
+            r#"{{"v":1,"kind":"{kind}","source":"test","session":"s","callId":"{id}","time":"2026-01-01T00:00:{:02}.{:03}Z",{body}}}"#,
+            at_ms / 1000,
+            at_ms % 1000
+        );
+        Event::decode(line.as_bytes()).expect("a valid event")
+    }
+
+    /// Ids whose hashes share the id table's tag are told apart by their keys: each result pairs
+    /// with its own announce, and a repeat of a closed call's result is known as late.
+    #[test]
+    fn ids_that_share_a_tag_keep_their_own_calls() {
+        let mut c = Correlator::without_changelog(Config::default());
+        let mut by_tag: HashMap<u64, Vec<String>> = HashMap::new();
+        let shared = (0..200_000)
+            .map(|n| format!("toolu_{n}"))
+            .find_map(|id| {
+                let tag = Filed::table_hash(c.hs.hash_one(id.as_str()));
+                let ids = by_tag.entry(tag).or_default();
+                ids.push(id);
+                (ids.len() == 4).then(|| ids.clone())
+            })
+            .expect("four ids among 200,000 share one of 65,536 tags");
+        let (mut out, mut offset) = (Effects::default(), 0);
+        let mut apply = |c: &mut Correlator, e: Event| {
+            offset += 1;
+            c.apply(e, Position { topic: 0, offset }, &mut out)
+        };
+        // The first three are announced; the fourth only ever answers.
+        for (i, id) in shared[..3].iter().enumerate() {
+            let args = format!(r#""tool":"Read","args":{{"n":{i}}}"#);
+            assert_eq!(
+                apply(&mut c, event("announce", id, 0, &args)),
+                Outcome::Pending
+            );
+        }
+        let done = |i: usize| format!(r#""result":"r{i}""#);
+        for (at, i) in [(10, 1), (20, 2), (30, 0)] {
+            assert_eq!(
+                apply(&mut c, event("completion", &shared[i], at, &done(i))),
+                Outcome::Matched(Strategy::CallId),
+                "{}",
+                shared[i]
+            );
+        }
+        assert_eq!(
+            apply(&mut c, event("completion", &shared[3], 40, &done(3))),
+            Outcome::Pending
+        );
+        assert_eq!(
+            apply(&mut c, event("completion", &shared[2], 50, &done(2))),
+            Outcome::Late
+        );
+        let records = std::mem::take(&mut out.records);
+        assert_eq!(records.len(), 3);
+        for record in records {
+            let id = record.stream_id.as_ref().expect("an id").as_str();
+            let i = shared.iter().position(|s| s == id).expect("a shared id");
+            let input = record.spec.input.as_ref().expect("arguments").as_str();
+            assert_eq!(input, format!(r#"{{"n":{i}}}"#), "{id}");
+            let output = record.status.output.as_ref().expect("a result").as_str();
+            assert_eq!(output, format!(r#""r{i}""#), "{id}");
+        }
     }
 }
