@@ -150,7 +150,12 @@ impl Correlator {
         }
         scope.id_calls += u32::from(closed.announced_with_id);
         scope.timers.insert(closed.expires, seq);
+        // Most closed calls keep the ids they had pending: then nothing needs the entry again.
+        let unfiled = (0..closed.ids.len()).any(|i| !filed.has(i));
         self.entries.insert_closed(seq, closed);
+        if !unfiled {
+            return;
+        }
         let (entries, hs) = (&self.entries, &self.hs);
         let Some(closed) = entries.closed.get(&seq) else {
             return;
