@@ -2,7 +2,7 @@
 //! remembered closed calls. The indexes (`indexes.rs`, `scopes.rs`) hold sequence numbers and
 //! read keys from here.
 
-use super::hasher::HashMap;
+use super::hasher::SeqMap;
 use crate::state::{Call, Closed, Live};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -13,14 +13,14 @@ use toolcalls_model::{CallId, RecordId};
 #[derive(Debug, Default)]
 pub(super) struct Entries {
     /// A hash map: the indexes read an entry's key through it on every probe and every rehash.
-    pub(super) live: HashMap<u64, Box<Live>>,
+    pub(super) live: SeqMap<Box<Live>>,
     /// Pending entries oldest first, for the state cap: taken from `live` when the cap first
     /// evicts, and used up before it is taken again. Entries filed meanwhile are newer than all of
     /// it (sequence numbers only grow), so its first entry still pending is the oldest one.
     evict_order: VecDeque<u64>,
     /// A hash map, like `live`: the id tables read a closed call's first id through it on every
     /// probe and rehash. Inserted only through [`Entries::insert_closed`].
-    pub(super) closed: HashMap<u64, Closed>,
+    pub(super) closed: SeqMap<Closed>,
     /// The closed calls' sequence numbers, smallest first, for `max_remembered`; entries expired
     /// meanwhile are skipped when met, and the heap is rebuilt when they outnumber the live ones.
     closed_order: BinaryHeap<Reverse<u64>>,
