@@ -38,8 +38,9 @@
 //!   recursion up to [`crate::json::MAX_DEPTH`] levels.
 //!
 //! The three are what serde_json refuses and `JSON.parse` takes, so [`write_canonical_text`]
-//! handles them on a second path that reads the text as JavaScript does (`crate::jstext`), taken
-//! only when serde_json refuses the text. [`write_canonical`] works on a `serde_json::Value`,
+//! handles them on a path that reads the text as JavaScript does (`crate::jstext`), taken only
+//! when serde_json refuses the text; most text it writes straight from the text, without a tree
+//! (`crate::canonical_direct`). [`write_canonical`] works on a `serde_json::Value`,
 //! which cannot hold any of the three; it recurses over the value, which serde_json builds at most
 //! 128 levels deep.
 
@@ -236,17 +237,36 @@ pub use crate::jstext::ParseError as TextError;
 /// what JavaScript's `JSON.parse` makes of `text` — without building a `Value`, and also for the
 /// texts `JSON.parse` takes and `serde_json` refuses (see the [module docs](self)).
 ///
-/// Two paths give the same bytes. The fast one reads the text with serde_json into a tree that
-/// borrows strings without escapes from `text` and sorts objects as vectors; it covers every text
-/// serde_json reads (at most 128 levels, no lone surrogate, numbers within range of a double).
-/// When serde_json refuses the text, the JavaScript reader ([`crate::jstext`]) takes over: UTF-16
-/// strings, numbers from their literal text, an explicit stack instead of recursion.
+/// Three paths give the same bytes. The first writes straight from the text in one pass, with
+/// no tree (`crate::canonical_direct`); it leaves to the others what is rare: a lone surrogate, an
+/// escape in a key, duplicate keys, a number beyond a double, more than 127 levels. The second
+/// reads the text with serde_json into a tree that borrows strings without escapes from `text`
+/// and sorts objects as vectors; it covers every text serde_json reads (at most 128 levels, no
+/// lone surrogate, numbers within range of a double). When serde_json refuses the text, the
+/// JavaScript reader ([`crate::jstext`]) takes over: UTF-16 strings, numbers from their literal
+/// text, an explicit stack instead of recursion.
 ///
 /// # Errors
 ///
 /// Only when `text` is not one JSON value, or nests deeper than [`crate::json::MAX_DEPTH`]
 /// levels; `out` is then left as it was.
 pub fn write_canonical_text(text: &str, out: &mut String) -> Result<(), TextError> {
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<crate::canonical_direct::Scratch> = Default::default();
+    }
+    let direct = SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut scratch) => crate::canonical_direct::write(text, out, &mut scratch),
+        Err(_) => crate::canonical_direct::write(text, out, &mut Default::default()),
+    });
+    if direct {
+        return Ok(());
+    }
+    write_canonical_text_by_tree(text, out)
+}
+
+/// [`write_canonical_text`] through a tree: serde_json's, else (for what serde_json refuses)
+/// the JavaScript reader's.
+pub(crate) fn write_canonical_text_by_tree(text: &str, out: &mut String) -> Result<(), TextError> {
     let start = out.len();
     if let Ok(node) = serde_json::from_str::<Node<'_>>(text) {
         node.write(out);

@@ -16,6 +16,7 @@
 //! step.
 
 pub mod canonical;
+mod canonical_direct;
 pub mod checksum;
 pub mod event;
 pub mod ids;

@@ -1,6 +1,7 @@
 //! Fuzzing event decoding: mutated v1 events (the README's example session, the schema examples,
 //! one event of every kind) must never panic `Event::decode`, and what decodes must encode and
-//! decode again to the same event, with a checksum and a lossy tree for its arguments and result.
+//! decode again to the same event, with a checksum and a lossy tree for its arguments and result,
+//! and the canonical text of each, read straight from its text, must be the one its tree gives.
 //! Redacted as the producers redact it, an event must still encode and decode again, keep the
 //! checksum its arguments gave it, and be left alone by the same rules a second time.
 //!
@@ -12,6 +13,7 @@ mod fuzz;
 
 use std::path::Path;
 
+use toolcalls_model::canonical::{canonical_string, write_canonical_text};
 use toolcalls_model::checksum::{checksum_of_encoded, checksum_of_json, Checksum};
 use toolcalls_model::redact::Redaction;
 use toolcalls_model::{Event, EventBody, Json};
@@ -73,9 +75,23 @@ fn check_event(bytes: &[u8], dead_letter: bool) {
     };
     let tool = tool.unwrap_or("t");
     let _ = checksum_of_json(tool, args);
+    for json in [args, result].into_iter().flatten() {
+        // The canonical text read straight from the text is the one written from the tree.
+        if let Ok(value) = json.try_to_value() {
+            let mut from_text = String::new();
+            write_canonical_text(json.as_str(), &mut from_text).unwrap_or_else(|e| {
+                panic!("no canonical text ({e}) for {}", json.as_str());
+            });
+            assert_eq!(
+                from_text,
+                canonical_string(&value),
+                "canonical text of {}",
+                json.as_str()
+            );
+        }
+    }
     if let Some(args) = args {
         let _ = args.to_value();
-        let _ = args.try_to_value();
         // As encoded arguments too (what the adapters do with OpenAI's strings).
         let _ = checksum_of_encoded(tool, args.as_str());
         if let Ok(serde_json::Value::String(s)) = args.try_to_value() {

@@ -1,0 +1,544 @@
+//! Canonical text written straight from JSON text, in one pass and without a tree: the fast path
+//! of [`crate::canonical::write_canonical_text`], which the checksum of every announce goes
+//! through.
+//!
+//! Scalars are written as they are read; an object's entries are written in the order of the text
+//! and, when their keys are not in UTF-16 order already, the written entries are put in order
+//! (one copy of the object's text). A string with no escape is copied as it stands: valid JSON
+//! holds no `"`, `\` or control character raw in a string, and `JSON.stringify` escapes nothing
+//! else. The reader checks the JSON grammar as it goes, so text it takes is text serde_json takes.
+//!
+//! It gives up — and the caller takes the tree path, whose rules the module docs of
+//! [`crate::canonical`] give — on what is rare and has rules of its own: a lone surrogate escape,
+//! an escape in a key, duplicate keys, a number beyond a double, nesting deeper than serde_json
+//! reads, and anything that is not JSON. What it writes is byte for byte what the tree path writes
+//! (the differential tests below and the model fuzz check that).
+
+use crate::canonical::write_js_number;
+use crate::jsstring::{cmp_utf16, write_js_ascii};
+use std::cmp::Ordering;
+
+/// Deepest nesting taken here (serde_json's, where the tree path switches readers).
+const MAX_DEPTH: usize = 127;
+
+/// Room the writer reuses from call to call: the entries of the objects being read, and a copy
+/// of an object's entries while they are put in order.
+#[derive(Debug, Default)]
+pub(crate) struct Scratch {
+    entries: Vec<Entry>,
+    text: String,
+}
+
+/// Appends the canonical text of `text` to `out`; `false` (with `out` as it was) when this path
+/// gives up.
+pub(crate) fn write(text: &str, out: &mut String, scratch: &mut Scratch) -> bool {
+    let start = out.len();
+    scratch.entries.clear();
+    let mut w = Writer {
+        text,
+        bytes: text.as_bytes(),
+        pos: 0,
+        out,
+        scratch: &mut scratch.text,
+        entries: &mut scratch.entries,
+    };
+    let ok = w.value(0) && {
+        w.skip_whitespace();
+        w.pos == w.bytes.len()
+    };
+    if !ok {
+        out.truncate(start);
+    }
+    ok
+}
+
+/// One written entry of an object being read: where its key is in the text, and where
+/// `"key":value` is in the output.
+#[derive(Debug)]
+struct Entry {
+    key: (usize, usize),
+    start: usize,
+    end: usize,
+}
+
+struct Writer<'t, 'o> {
+    text: &'t str,
+    bytes: &'t [u8],
+    pos: usize,
+    out: &'o mut String,
+    scratch: &'o mut String,
+    /// The entries of the objects being read, innermost last.
+    entries: &'o mut Vec<Entry>,
+}
+
+impl<'t> Writer<'t, '_> {
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    fn skip_whitespace(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.pos += 1;
+        }
+    }
+
+    /// Takes `byte` if it comes next.
+    fn eat(&mut self, byte: u8) -> bool {
+        let next = self.peek() == Some(byte);
+        self.pos += usize::from(next);
+        next
+    }
+
+    fn value(&mut self, depth: usize) -> bool {
+        self.skip_whitespace();
+        match self.peek() {
+            Some(b'{') => self.object(depth + 1),
+            Some(b'[') => self.array(depth + 1),
+            Some(b'"') => self.string(),
+            Some(b't') => self.literal("true"),
+            Some(b'f') => self.literal("false"),
+            Some(b'n') => self.literal("null"),
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            _ => false,
+        }
+    }
+
+    fn literal(&mut self, word: &'static str) -> bool {
+        if !self.bytes[self.pos..].starts_with(word.as_bytes()) {
+            return false;
+        }
+        self.pos += word.len();
+        self.out.push_str(word);
+        true
+    }
+
+    fn array(&mut self, depth: usize) -> bool {
+        if depth > MAX_DEPTH {
+            return false;
+        }
+        self.pos += 1;
+        self.out.push('[');
+        self.skip_whitespace();
+        if self.eat(b']') {
+            self.out.push(']');
+            return true;
+        }
+        loop {
+            if !self.value(depth) {
+                return false;
+            }
+            self.skip_whitespace();
+            if self.eat(b',') {
+                self.out.push(',');
+            } else if self.eat(b']') {
+                self.out.push(']');
+                return true;
+            } else {
+                return false;
+            }
+        }
+    }
+
+    fn object(&mut self, depth: usize) -> bool {
+        if depth > MAX_DEPTH {
+            return false;
+        }
+        self.pos += 1;
+        let open = self.out.len();
+        self.out.push('{');
+        let base = self.entries.len();
+        self.skip_whitespace();
+        if self.eat(b'}') {
+            self.out.push('}');
+            return true;
+        }
+        loop {
+            self.skip_whitespace();
+            let Some(key) = self.key() else {
+                return false;
+            };
+            let text = self.text;
+            self.skip_whitespace();
+            if !self.eat(b':') {
+                return false;
+            }
+            let start = self.out.len();
+            self.out.push('"');
+            self.out.push_str(&text[key.0..key.1]);
+            self.out.push_str("\":");
+            if !self.value(depth) {
+                return false;
+            }
+            let end = self.out.len();
+            self.entries.push(Entry { key, start, end });
+            self.skip_whitespace();
+            if self.eat(b',') {
+                self.out.push(',');
+            } else if self.eat(b'}') {
+                break;
+            } else {
+                return false;
+            }
+        }
+        let ordered = self.order(base, open);
+        self.entries.truncate(base);
+        ordered && {
+            self.out.push('}');
+            true
+        }
+    }
+
+    /// Puts the entries from `base` on, written after `{` at `open`, in UTF-16 order of their
+    /// keys; `false` for duplicate keys (the tree path keeps the last of them).
+    fn order(&mut self, base: usize, open: usize) -> bool {
+        let text = self.text;
+        let key = |entry: &Entry| &text[entry.key.0..entry.key.1];
+        let entries = &mut self.entries[base..];
+        let mut sorted = true;
+        for pair in entries.windows(2) {
+            match cmp_utf16(key(&pair[0]), key(&pair[1])) {
+                Ordering::Less => {}
+                Ordering::Equal => return false,
+                Ordering::Greater => sorted = false,
+            }
+        }
+        if sorted {
+            return true;
+        }
+        entries.sort_unstable_by(|a, b| cmp_utf16(key(a), key(b)));
+        if entries
+            .windows(2)
+            .any(|pair| key(&pair[0]) == key(&pair[1]))
+        {
+            return false;
+        }
+        let body = open + 1;
+        self.scratch.clear();
+        self.scratch.push_str(&self.out[body..]);
+        self.out.truncate(body);
+        for (i, entry) in entries.iter().enumerate() {
+            if i > 0 {
+                self.out.push(',');
+            }
+            self.out
+                .push_str(&self.scratch[entry.start - body..entry.end - body]);
+        }
+        true
+    }
+
+    /// Reads a key, which is taken only without escapes; `self.pos` is at its opening quote.
+    fn key(&mut self) -> Option<(usize, usize)> {
+        if !self.eat(b'"') {
+            return None;
+        }
+        let start = self.pos;
+        let end = start + memchr::memchr2(b'"', b'\\', &self.bytes[start..])?;
+        if self.bytes[end] != b'"' || has_control(&self.bytes[start..end]) {
+            return None;
+        }
+        self.pos = end + 1;
+        Some((start, end))
+    }
+
+    /// Reads and writes a string; `self.pos` is at its opening quote.
+    fn string(&mut self) -> bool {
+        self.pos += 1;
+        self.out.push('"');
+        loop {
+            let run = self.pos;
+            let Some(at) = memchr::memchr2(b'"', b'\\', &self.bytes[run..]) else {
+                return false;
+            };
+            let stop = run + at;
+            if has_control(&self.bytes[run..stop]) {
+                return false;
+            }
+            self.out.push_str(&self.text[run..stop]);
+            self.pos = stop + 1;
+            if self.bytes[stop] == b'"' {
+                self.out.push('"');
+                return true;
+            }
+            if !self.escape() {
+                return false;
+            }
+        }
+    }
+
+    /// Reads the escape after a `\` and writes its character as `JSON.stringify` does.
+    fn escape(&mut self) -> bool {
+        let Some(b) = self.peek() else {
+            return false;
+        };
+        self.pos += 1;
+        let byte = match b {
+            b'"' | b'\\' | b'/' => b,
+            b'b' => 0x08,
+            b'f' => 0x0c,
+            b'n' => b'\n',
+            b'r' => b'\r',
+            b't' => b'\t',
+            b'u' => return self.unicode_escape(),
+            _ => return false,
+        };
+        write_js_ascii(byte, self.out);
+        true
+    }
+
+    /// Reads `XXXX` (and, after a high surrogate, the `\uXXXX` of its low half) and writes the
+    /// character; a lone surrogate is left to the tree path.
+    fn unicode_escape(&mut self) -> bool {
+        let Some(unit) = self.hex4() else {
+            return false;
+        };
+        let code = match unit {
+            0xD800..=0xDBFF => {
+                if !self.bytes[self.pos..].starts_with(b"\\u") {
+                    return false;
+                }
+                self.pos += 2;
+                match self.hex4() {
+                    Some(low @ 0xDC00..=0xDFFF) => {
+                        0x10000 + ((u32::from(unit) - 0xD800) << 10) + (u32::from(low) - 0xDC00)
+                    }
+                    _ => return false,
+                }
+            }
+            0xDC00..=0xDFFF => return false,
+            _ => u32::from(unit),
+        };
+        match u8::try_from(code) {
+            Ok(byte) if byte.is_ascii() => write_js_ascii(byte, self.out),
+            _ => match char::from_u32(code) {
+                Some(c) => self.out.push(c),
+                None => return false,
+            },
+        }
+        true
+    }
+
+    fn hex4(&mut self) -> Option<u16> {
+        let hex = self.bytes.get(self.pos..self.pos + 4)?;
+        let mut unit = 0u16;
+        for &b in hex {
+            let digit = char::from(b).to_digit(16)?;
+            unit = (unit << 4) | digit as u16;
+        }
+        self.pos += 4;
+        Some(unit)
+    }
+
+    /// Reads a number by the JSON grammar. A plain integer of up to 15 digits (an exact double)
+    /// is written as it stands; any other goes through the number type the tree path uses.
+    fn number(&mut self) -> bool {
+        let start = self.pos;
+        self.eat(b'-');
+        let int_start = self.pos;
+        match self.peek() {
+            Some(b'0') => self.pos += 1,
+            Some(b'1'..=b'9') => self.digits(),
+            _ => return false,
+        }
+        let int_digits = self.pos - int_start;
+        let mut plain = true;
+        if self.eat(b'.') {
+            plain = false;
+            if !self.some_digits() {
+                return false;
+            }
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            self.pos += 1;
+            plain = false;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.pos += 1;
+            }
+            if !self.some_digits() {
+                return false;
+            }
+        }
+        let literal = &self.text[start..self.pos];
+        if plain && int_digits <= 15 && literal != "-0" {
+            self.out.push_str(literal);
+            return true;
+        }
+        match serde_json::from_str::<serde_json::Number>(literal) {
+            Ok(n) => {
+                write_js_number(&n, self.out);
+                true
+            }
+            // Beyond a double: the tree path writes what `JSON.parse` makes of it.
+            Err(_) => false,
+        }
+    }
+
+    fn digits(&mut self) {
+        while self.peek().is_some_and(|b| b.is_ascii_digit()) {
+            self.pos += 1;
+        }
+    }
+
+    /// Reads one or more digits.
+    fn some_digits(&mut self) -> bool {
+        let start = self.pos;
+        self.digits();
+        self.pos > start
+    }
+}
+
+/// Whether `bytes` holds a control character (never raw in a JSON string).
+fn has_control(bytes: &[u8]) -> bool {
+    // No early exit: the loop is vectorized.
+    bytes.iter().fold(false, |found, &b| found | (b < 0x20))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::canonical::write_canonical_text;
+    use proptest::prelude::*;
+
+    /// The tree path alone, as it was before this path existed.
+    fn tree(text: &str) -> Option<String> {
+        let mut out = String::new();
+        crate::canonical::write_canonical_text_by_tree(text, &mut out)
+            .ok()
+            .map(|()| out)
+    }
+
+    fn direct(text: &str) -> Option<String> {
+        let (mut out, mut scratch) = (String::from("prefix"), super::Scratch::default());
+        let ok = super::write(text, &mut out, &mut scratch);
+        if !ok {
+            assert_eq!(out, "prefix", "a failed write leaves the output as it was");
+            return None;
+        }
+        Some(out["prefix".len()..].to_owned())
+    }
+
+    /// Where the direct path writes, it writes what the tree path writes; where it gives up, the
+    /// public function still gives the tree path's answer.
+    fn agree(text: &str) {
+        let by_tree = tree(text);
+        if let Some(by_direct) = direct(text) {
+            assert_eq!(Some(&by_direct), by_tree.as_ref(), "{text:?}");
+        }
+        let mut out = String::new();
+        let public = write_canonical_text(text, &mut out).ok().map(|()| out);
+        assert_eq!(public, by_tree, "{text:?}");
+    }
+
+    #[test]
+    fn writes_what_the_tree_path_writes() {
+        for text in [
+            r#"{"b":1,"a":[true,false,null],"c":{"z":"x","y":-0.0}}"#,
+            r#" { "command" : "ls -la\n" , "description":"List \"all\" files\t\u00e9\/" } "#,
+            r#"{"url":"https://x/y?q=1","prompt":"é ✓ \ud83d\ude00 \u2028 \u007f \u0000 \u001f"}"#,
+            r#"[1, -5, 0, -0, 1.0, 1.5e3, 1E-7, 123456789012345, 1234567890123456, 12345678901234567890, -9007199254740993]"#,
+            r#"{"\ud83d\ude00":1,"\ufb01":2}"#,
+            r#"{"😀":1,"ﬁ":2,"a":3}"#,
+            r#"{"a":1,"a":2}"#,
+            r#""\ud800""#,
+            r#"["\udc00x"]"#,
+            "1e400",
+            "-1e400",
+            "1e-400",
+            r#"{"a":{"c":[{"e":1,"d":2}],"b":0}}"#,
+            "\"\u{7f}\"",
+            "[]",
+            "{}",
+            "[{}]",
+            "\"\"",
+            "0",
+            "-0",
+            "1.",
+            "01",
+            "[1,]",
+            "{\"a\":1,}",
+            "{\"a\" 1}",
+            "[1 2]",
+            "\"a\nb\"",
+            "\"\\x\"",
+            "\"\\u12\"",
+            "\"\\u12G4\"",
+            "tru",
+            "nul",
+            "[",
+            "",
+            "  ",
+            "1 2",
+            "{\"a\":1}x",
+            "\"unterminated",
+            "\"\\",
+            "-",
+            "1e",
+            "1e+",
+            ".5",
+        ] {
+            agree(text);
+        }
+    }
+
+    #[test]
+    fn gives_up_at_serde_jsons_depth_and_the_tree_path_goes_on() {
+        for n in [126, 127, 128, 129, 500] {
+            let text = format!("{}1{}", "[".repeat(n), "]".repeat(n));
+            agree(&text);
+            assert_eq!(direct(&text).is_some(), n <= super::MAX_DEPTH, "{n}");
+        }
+    }
+
+    fn json_value() -> impl Strategy<Value = serde_json::Value> {
+        let key = prop_oneof![
+            "[a-e]{0,3}",
+            Just("\u{1F600}".to_owned()),
+            Just("\u{FB01}".to_owned()),
+            Just("é".to_owned())
+        ];
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::Bool),
+            any::<i64>().prop_map(|n| serde_json::json!(n)),
+            any::<u64>().prop_map(|n| serde_json::json!(n)),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| serde_json::json!(f)),
+            "(\\PC|[\"\\\\/\u{0}-\u{1f}\u{7f}\u{2028}])*".prop_map(serde_json::Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(serde_json::Value::Array),
+                prop::collection::vec((key.clone(), inner), 0..6)
+                    .prop_map(|entries| serde_json::Value::Object(entries.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn any_value_in_any_spelling(value in json_value(), ascii in any::<bool>(), pretty in any::<bool>()) {
+            let mut text = if pretty {
+                serde_json::to_string_pretty(&value).unwrap()
+            } else {
+                serde_json::to_string(&value).unwrap()
+            };
+            if ascii {
+                // The same value with every non-ASCII character escaped.
+                text = text
+                    .encode_utf16()
+                    .map(|unit| match u8::try_from(unit) {
+                        Ok(b) if b.is_ascii() => char::from(b).to_string(),
+                        _ => format!("\\u{unit:04x}"),
+                    })
+                    .collect();
+            }
+            agree(&text);
+            // Keys need no escape unless spelled in ASCII: nothing here is left to the tree.
+            prop_assert!(ascii || direct(&text).is_some(), "{}", text);
+        }
+
+        #[test]
+        fn any_text(text in "[\\[\\]{}\",:0-9a-z\\\\. \u{e9}\u{1F600}-]{0,24}") {
+            agree(&text);
+        }
+    }
+}
