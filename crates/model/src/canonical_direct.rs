@@ -14,7 +14,7 @@
 //! reads, and anything that is not JSON. What it writes is byte for byte what the tree path writes
 //! (the differential tests below and the model fuzz check that).
 
-use crate::canonical::write_js_number;
+use crate::jsnumber::write_js_number;
 use crate::jsstring::{cmp_utf16, write_js_ascii};
 use std::cmp::Ordering;
 

@@ -20,6 +20,7 @@ mod canonical_direct;
 pub mod checksum;
 pub mod event;
 pub mod ids;
+mod jsnumber;
 pub mod json;
 mod jsstring;
 mod jstext;
