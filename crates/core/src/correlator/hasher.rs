@@ -7,6 +7,10 @@ use std::hash::BuildHasher;
 pub(super) type Hasher = foldhash::fast::RandomState;
 pub(super) type HashMap<K, V> = std::collections::HashMap<K, V, Hasher>;
 
+/// The 64-bit golden-ratio multiplier: spreads a few bits (a tag, an entry number) over all 64,
+/// for the tables that make their hash from them.
+pub(super) const SPREAD: u64 = 0x9E37_79B9_7F4A_7C15;
+
 /// A map by entry number ([`BySeq`]).
 pub(super) type SeqMap<V> = std::collections::HashMap<u64, V, BySeq>;
 
@@ -33,7 +37,6 @@ pub(super) struct SeqHash(u64);
 impl SeqHash {
     /// The bits the table takes its tag from (hashbrown: the top seven).
     const TAG: u64 = 0x7F << 57;
-    const MIX: u64 = 0x9E37_79B9_7F4A_7C15;
 }
 
 impl std::hash::Hasher for SeqHash {
@@ -42,13 +45,13 @@ impl std::hash::Hasher for SeqHash {
     }
 
     fn write_u64(&mut self, seq: u64) {
-        self.0 = (seq & !Self::TAG) | (seq.wrapping_mul(Self::MIX) & Self::TAG);
+        self.0 = (seq & !Self::TAG) | (seq.wrapping_mul(SPREAD) & Self::TAG);
     }
 
     /// Only `u64` keys are hashed here; anything else still hashes, as a plain fold.
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(Self::MIX);
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(SPREAD);
         }
     }
 }

@@ -6,7 +6,7 @@
 
 use super::entries::Entries;
 use super::footprint::{call_bytes, live_bytes, waiting_bytes};
-use super::hasher::{HashMap, Hasher};
+use super::hasher::{HashMap, Hasher, SPREAD};
 use super::scopes::{Pending, Scope};
 use super::Correlator;
 use crate::state::{position_key, Closed, Digest, Live, ScopeIx, WaitingResult};
@@ -402,7 +402,7 @@ impl Filed {
     /// over the 64 bits (the table takes the bucket from the low bits and a control byte from
     /// the top seven).
     fn table_hash(id_hash: u64) -> u64 {
-        (id_hash >> Self::TAG_SHIFT).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        (id_hash >> Self::TAG_SHIFT).wrapping_mul(SPREAD)
     }
 
     /// The id an entry is filed under in the `ids` table.
