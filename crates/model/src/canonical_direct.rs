@@ -15,6 +15,7 @@
 //! (the differential tests below and the model fuzz check that).
 
 use crate::jsnumber::write_js_number;
+use crate::jsonscan::{string_stop, unicode_escape, Cursor};
 use crate::jsstring::{cmp_utf16, write_js_ascii};
 use std::cmp::Ordering;
 
@@ -35,17 +36,12 @@ pub(crate) fn write(text: &str, out: &mut String, scratch: &mut Scratch) -> bool
     let start = out.len();
     scratch.entries.clear();
     let mut w = Writer {
-        text,
-        bytes: text.as_bytes(),
-        pos: 0,
+        cur: Cursor::new(text),
         out,
         scratch: &mut scratch.text,
         entries: &mut scratch.entries,
     };
-    let ok = w.value(0) && {
-        w.skip_whitespace();
-        w.pos == w.bytes.len()
-    };
+    let ok = w.value(0) && w.cur.at_end();
     if !ok {
         out.truncate(start);
     }
@@ -62,9 +58,7 @@ struct Entry {
 }
 
 struct Writer<'t, 'o> {
-    text: &'t str,
-    bytes: &'t [u8],
-    pos: usize,
+    cur: Cursor<'t>,
     out: &'o mut String,
     scratch: &'o mut String,
     /// The entries of the objects being read, innermost last.
@@ -72,26 +66,9 @@ struct Writer<'t, 'o> {
 }
 
 impl<'t> Writer<'t, '_> {
-    fn peek(&self) -> Option<u8> {
-        self.bytes.get(self.pos).copied()
-    }
-
-    fn skip_whitespace(&mut self) {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
-            self.pos += 1;
-        }
-    }
-
-    /// Takes `byte` if it comes next.
-    fn eat(&mut self, byte: u8) -> bool {
-        let next = self.peek() == Some(byte);
-        self.pos += usize::from(next);
-        next
-    }
-
     fn value(&mut self, depth: usize) -> bool {
-        self.skip_whitespace();
-        match self.peek() {
+        self.cur.skip_whitespace();
+        match self.cur.peek() {
             Some(b'{') => self.object(depth + 1),
             Some(b'[') => self.array(depth + 1),
             Some(b'"') => self.string(),
@@ -104,10 +81,10 @@ impl<'t> Writer<'t, '_> {
     }
 
     fn literal(&mut self, word: &'static str) -> bool {
-        if !self.bytes[self.pos..].starts_with(word.as_bytes()) {
+        if !self.cur.bytes[self.cur.pos..].starts_with(word.as_bytes()) {
             return false;
         }
-        self.pos += word.len();
+        self.cur.pos += word.len();
         self.out.push_str(word);
         true
     }
@@ -116,10 +93,10 @@ impl<'t> Writer<'t, '_> {
         if depth > MAX_DEPTH {
             return false;
         }
-        self.pos += 1;
+        self.cur.pos += 1;
         self.out.push('[');
-        self.skip_whitespace();
-        if self.eat(b']') {
+        self.cur.skip_whitespace();
+        if self.cur.eat(b']') {
             self.out.push(']');
             return true;
         }
@@ -127,10 +104,10 @@ impl<'t> Writer<'t, '_> {
             if !self.value(depth) {
                 return false;
             }
-            self.skip_whitespace();
-            if self.eat(b',') {
+            self.cur.skip_whitespace();
+            if self.cur.eat(b',') {
                 self.out.push(',');
-            } else if self.eat(b']') {
+            } else if self.cur.eat(b']') {
                 self.out.push(']');
                 return true;
             } else {
@@ -143,23 +120,23 @@ impl<'t> Writer<'t, '_> {
         if depth > MAX_DEPTH {
             return false;
         }
-        self.pos += 1;
+        self.cur.pos += 1;
         let open = self.out.len();
         self.out.push('{');
         let base = self.entries.len();
-        self.skip_whitespace();
-        if self.eat(b'}') {
+        self.cur.skip_whitespace();
+        if self.cur.eat(b'}') {
             self.out.push('}');
             return true;
         }
         loop {
-            self.skip_whitespace();
-            let Some(key) = self.key() else {
+            self.cur.skip_whitespace();
+            let Some(key) = self.cur.plain_key() else {
                 return false;
             };
-            let text = self.text;
-            self.skip_whitespace();
-            if !self.eat(b':') {
+            let text = self.cur.text;
+            self.cur.skip_whitespace();
+            if !self.cur.eat(b':') {
                 return false;
             }
             let start = self.out.len();
@@ -171,10 +148,10 @@ impl<'t> Writer<'t, '_> {
             }
             let end = self.out.len();
             self.entries.push(Entry { key, start, end });
-            self.skip_whitespace();
-            if self.eat(b',') {
+            self.cur.skip_whitespace();
+            if self.cur.eat(b',') {
                 self.out.push(',');
-            } else if self.eat(b'}') {
+            } else if self.cur.eat(b'}') {
                 break;
             } else {
                 return false;
@@ -191,7 +168,7 @@ impl<'t> Writer<'t, '_> {
     /// Puts the entries from `base` on, written after `{` at `open`, in UTF-16 order of their
     /// keys; `false` for duplicate keys (the tree path keeps the last of them).
     fn order(&mut self, base: usize, open: usize) -> bool {
-        let text = self.text;
+        let text = self.cur.text;
         let key = |entry: &Entry| &text[entry.key.0..entry.key.1];
         let entries = &mut self.entries[base..];
         let mut sorted = true;
@@ -226,36 +203,18 @@ impl<'t> Writer<'t, '_> {
         true
     }
 
-    /// Reads a key, which is taken only without escapes; `self.pos` is at its opening quote.
-    fn key(&mut self) -> Option<(usize, usize)> {
-        if !self.eat(b'"') {
-            return None;
-        }
-        let start = self.pos;
-        let end = start + memchr::memchr2(b'"', b'\\', &self.bytes[start..])?;
-        if self.bytes[end] != b'"' || has_control(&self.bytes[start..end]) {
-            return None;
-        }
-        self.pos = end + 1;
-        Some((start, end))
-    }
-
-    /// Reads and writes a string; `self.pos` is at its opening quote.
+    /// Reads and writes a string; `self.cur.pos` is at its opening quote.
     fn string(&mut self) -> bool {
-        self.pos += 1;
+        self.cur.pos += 1;
         self.out.push('"');
         loop {
-            let run = self.pos;
-            let Some(at) = memchr::memchr2(b'"', b'\\', &self.bytes[run..]) else {
+            let run = self.cur.pos;
+            let Some(stop) = string_stop(self.cur.bytes, run) else {
                 return false;
             };
-            let stop = run + at;
-            if has_control(&self.bytes[run..stop]) {
-                return false;
-            }
-            self.out.push_str(&self.text[run..stop]);
-            self.pos = stop + 1;
-            if self.bytes[stop] == b'"' {
+            self.out.push_str(&self.cur.text[run..stop]);
+            self.cur.pos = stop + 1;
+            if self.cur.bytes[stop] == b'"' {
                 self.out.push('"');
                 return true;
             }
@@ -267,10 +226,10 @@ impl<'t> Writer<'t, '_> {
 
     /// Reads the escape after a `\` and writes its character as `JSON.stringify` does.
     fn escape(&mut self) -> bool {
-        let Some(b) = self.peek() else {
+        let Some(b) = self.cur.peek() else {
             return false;
         };
-        self.pos += 1;
+        self.cur.pos += 1;
         let byte = match b {
             b'"' | b'\\' | b'/' => b,
             b'b' => 0x08,
@@ -288,76 +247,46 @@ impl<'t> Writer<'t, '_> {
     /// Reads `XXXX` (and, after a high surrogate, the `\uXXXX` of its low half) and writes the
     /// character; a lone surrogate is left to the tree path.
     fn unicode_escape(&mut self) -> bool {
-        let Some(unit) = self.hex4() else {
+        let Some(c) = unicode_escape(self.cur.bytes, &mut self.cur.pos) else {
             return false;
         };
-        let code = match unit {
-            0xD800..=0xDBFF => {
-                if !self.bytes[self.pos..].starts_with(b"\\u") {
-                    return false;
-                }
-                self.pos += 2;
-                match self.hex4() {
-                    Some(low @ 0xDC00..=0xDFFF) => {
-                        0x10000 + ((u32::from(unit) - 0xD800) << 10) + (u32::from(low) - 0xDC00)
-                    }
-                    _ => return false,
-                }
-            }
-            0xDC00..=0xDFFF => return false,
-            _ => u32::from(unit),
-        };
-        match u8::try_from(code) {
+        match u8::try_from(c) {
             Ok(byte) if byte.is_ascii() => write_js_ascii(byte, self.out),
-            _ => match char::from_u32(code) {
-                Some(c) => self.out.push(c),
-                None => return false,
-            },
+            _ => self.out.push(c),
         }
         true
-    }
-
-    fn hex4(&mut self) -> Option<u16> {
-        let hex = self.bytes.get(self.pos..self.pos + 4)?;
-        let mut unit = 0u16;
-        for &b in hex {
-            let digit = char::from(b).to_digit(16)?;
-            unit = (unit << 4) | digit as u16;
-        }
-        self.pos += 4;
-        Some(unit)
     }
 
     /// Reads a number by the JSON grammar. A plain integer of up to 15 digits (an exact double)
     /// is written as it stands; any other goes through the number type the tree path uses.
     fn number(&mut self) -> bool {
-        let start = self.pos;
-        self.eat(b'-');
-        let int_start = self.pos;
-        match self.peek() {
-            Some(b'0') => self.pos += 1,
+        let start = self.cur.pos;
+        self.cur.eat(b'-');
+        let int_start = self.cur.pos;
+        match self.cur.peek() {
+            Some(b'0') => self.cur.pos += 1,
             Some(b'1'..=b'9') => self.digits(),
             _ => return false,
         }
-        let int_digits = self.pos - int_start;
+        let int_digits = self.cur.pos - int_start;
         let mut plain = true;
-        if self.eat(b'.') {
+        if self.cur.eat(b'.') {
             plain = false;
             if !self.some_digits() {
                 return false;
             }
         }
-        if let Some(b'e' | b'E') = self.peek() {
-            self.pos += 1;
+        if let Some(b'e' | b'E') = self.cur.peek() {
+            self.cur.pos += 1;
             plain = false;
-            if let Some(b'+' | b'-') = self.peek() {
-                self.pos += 1;
+            if let Some(b'+' | b'-') = self.cur.peek() {
+                self.cur.pos += 1;
             }
             if !self.some_digits() {
                 return false;
             }
         }
-        let literal = &self.text[start..self.pos];
+        let literal = &self.cur.text[start..self.cur.pos];
         if plain && int_digits <= 15 && literal != "-0" {
             self.out.push_str(literal);
             return true;
@@ -373,23 +302,17 @@ impl<'t> Writer<'t, '_> {
     }
 
     fn digits(&mut self) {
-        while self.peek().is_some_and(|b| b.is_ascii_digit()) {
-            self.pos += 1;
+        while self.cur.peek().is_some_and(|b| b.is_ascii_digit()) {
+            self.cur.pos += 1;
         }
     }
 
     /// Reads one or more digits.
     fn some_digits(&mut self) -> bool {
-        let start = self.pos;
+        let start = self.cur.pos;
         self.digits();
-        self.pos > start
+        self.cur.pos > start
     }
-}
-
-/// Whether `bytes` holds a control character (never raw in a JSON string).
-fn has_control(bytes: &[u8]) -> bool {
-    // No early exit: the loop is vectorized.
-    bytes.iter().fold(false, |found, &b| found | (b < 0x20))
 }
 
 #[cfg(test)]

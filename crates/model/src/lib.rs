@@ -22,6 +22,7 @@ pub mod event;
 pub mod ids;
 mod jsnumber;
 pub mod json;
+mod jsonscan;
 mod jsstring;
 mod jstext;
 pub mod record;

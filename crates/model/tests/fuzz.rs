@@ -1,6 +1,7 @@
 //! Fuzzing event decoding: mutated v1 events (the README's example session, the schema examples,
-//! one event of every kind) must never panic `Event::decode`, and what decodes must encode and
-//! decode again to the same event, with a checksum and a lossy tree for its arguments and result,
+//! one event of every kind) must never panic `Event::decode`, must decode to the event serde's
+//! derived decoder alone gives (or be refused where it refuses them), and what decodes must encode
+//! and decode again to the same event, with a checksum and a lossy tree for its arguments and result,
 //! and the canonical text of each, read straight from its text, must be the one its tree gives.
 //! Redacted as the producers redact it, an event must still encode and decode again, keep the
 //! checksum its arguments gave it, and be left alone by the same rules a second time.
@@ -46,6 +47,13 @@ fn corpus() -> Vec<Vec<u8>> {
 
 /// `dead_letter`: also redact the message as a dead letter when it is refused.
 fn check_event(bytes: &[u8], dead_letter: bool) {
+    // `decode` reads most messages without serde's derived decoder: it must agree with it.
+    assert_eq!(
+        Event::decode(bytes).ok(),
+        serde_json::from_slice::<Event>(bytes).ok(),
+        "decode and the derived decoder disagree on {}",
+        String::from_utf8_lossy(bytes)
+    );
     let event = match Event::decode(bytes) {
         Ok(event) => event,
         Err(e) => {

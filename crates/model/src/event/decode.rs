@@ -31,6 +31,9 @@ impl Event {
         let Ok(text) = std::str::from_utf8(bytes) else {
             return Err(DecodeError::InvalidUtf8);
         };
+        if let Some(raw) = super::direct::read(text) {
+            return Event::try_from(raw);
+        }
         let raw: RawEvent = match serde_json::from_str(text) {
             Ok(raw) => raw,
             Err(e) => return Err(classify_json_error(bytes, e)),
@@ -101,26 +104,30 @@ impl TryFrom<RawEvent> for Event {
     type Error = DecodeError;
 
     fn try_from(raw: RawEvent) -> Result<Self, DecodeError> {
-        let kind_name = raw.kind.as_ref().map(KindName::as_str);
-        let v = raw.v.as_ref().ok_or(DecodeError::MissingField {
-            kind: kind_name
-                .and_then(EventKind::parse)
-                .map_or("v1", EventKind::as_str),
+        // The kind's name was matched when it was read: `Known` is a kind this build knows.
+        let known = match &raw.kind {
+            Some(KindName::Known(kind)) => Some(*kind),
+            _ => None,
+        };
+        let v = raw.v.as_ref().ok_or_else(|| DecodeError::MissingField {
+            kind: known.map_or("v1", EventKind::as_str),
             field: "v",
         })?;
         if v.as_u64() != Some(u64::from(WIRE_VERSION)) {
             return Err(DecodeError::UnsupportedVersion(v.to_string()));
         }
-        let kind_name =
-            raw.kind
-                .as_ref()
-                .map(KindName::as_str)
-                .ok_or(DecodeError::MissingField {
+        let kind = match &raw.kind {
+            None => {
+                return Err(DecodeError::MissingField {
                     kind: "v1",
                     field: "kind",
-                })?;
-        let kind = EventKind::parse(kind_name)
-            .ok_or_else(|| DecodeError::UnknownKind(kind_name.chars().take(64).collect()))?;
+                })
+            }
+            Some(KindName::Known(kind)) => *kind,
+            Some(KindName::Unknown(name)) => {
+                return Err(DecodeError::UnknownKind(name.chars().take(64).collect()))
+            }
+        };
         let k = kind.as_str();
 
         let present: [(&'static str, bool); 18] = [

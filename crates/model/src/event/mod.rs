@@ -10,9 +10,11 @@
 //! and whose text says what was wrong and what to send instead.
 //!
 //! This file holds the event types; `wire` the flat JSON shape both directions go through,
-//! `decode` the strict decoding and `error` the reasons a message is refused.
+//! `decode` the strict decoding, `direct` its fast path for the common message and `error` the
+//! reasons a message is refused.
 
 mod decode;
+mod direct;
 mod error;
 mod wire;
 

@@ -58,7 +58,7 @@ macro_rules! raw_event {
         /// The flat wire shape: every field of every kind, all optional. Decoding goes through it
         /// so that errors can name the field and the kind; encoding too, so both directions share
         /// one field list.
-        #[derive(Debug, Default, Serialize, Deserialize)]
+        #[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
         #[serde(rename_all = "camelCase", deny_unknown_fields)]
         pub(crate) struct RawEvent {
             $(
