@@ -318,6 +318,7 @@ impl<'t> Writer<'t, '_> {
 #[cfg(test)]
 mod tests {
     use crate::canonical::write_canonical_text;
+    use crate::test_json::{json_value, spelled, ODD_TEXTS};
     use proptest::prelude::*;
 
     /// The tree path alone, as it was before this path existed.
@@ -367,36 +368,10 @@ mod tests {
             "1e-400",
             r#"{"a":{"c":[{"e":1,"d":2}],"b":0}}"#,
             "\"\u{7f}\"",
-            "[]",
-            "{}",
-            "[{}]",
-            "\"\"",
-            "0",
-            "-0",
-            "1.",
-            "01",
-            "[1,]",
-            "{\"a\":1,}",
-            "{\"a\" 1}",
-            "[1 2]",
-            "\"a\nb\"",
-            "\"\\x\"",
-            "\"\\u12\"",
-            "\"\\u12G4\"",
-            "tru",
-            "nul",
-            "[",
-            "",
-            "  ",
-            "1 2",
-            "{\"a\":1}x",
-            "\"unterminated",
-            "\"\\",
-            "-",
-            "1e",
-            "1e+",
-            ".5",
-        ] {
+        ]
+        .iter()
+        .chain(ODD_TEXTS)
+        {
             agree(text);
         }
     }
@@ -410,40 +385,10 @@ mod tests {
         }
     }
 
-    fn json_value() -> impl Strategy<Value = serde_json::Value> {
-        let key = prop_oneof![
-            "[a-e]{0,3}",
-            Just("\u{1F600}".to_owned()),
-            Just("\u{FB01}".to_owned()),
-            Just("é".to_owned())
-        ];
-        let leaf = prop_oneof![
-            Just(serde_json::Value::Null),
-            any::<bool>().prop_map(serde_json::Value::Bool),
-            any::<i64>().prop_map(|n| serde_json::json!(n)),
-            any::<u64>().prop_map(|n| serde_json::json!(n)),
-            any::<f64>()
-                .prop_filter("finite", |f| f.is_finite())
-                .prop_map(|f| serde_json::json!(f)),
-            "(\\PC|[\"\\\\/\u{0}-\u{1f}\u{7f}\u{2028}])*".prop_map(serde_json::Value::String),
-        ];
-        leaf.prop_recursive(4, 48, 6, move |inner| {
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 0..6).prop_map(serde_json::Value::Array),
-                prop::collection::vec((key.clone(), inner), 0..6)
-                    .prop_map(|entries| serde_json::Value::Object(entries.into_iter().collect())),
-            ]
-        })
-    }
-
     proptest! {
         #[test]
         fn any_value_in_any_spelling(value in json_value(), ascii in any::<bool>(), pretty in any::<bool>()) {
-            let mut text = if pretty {
-                serde_json::to_string_pretty(&value).unwrap()
-            } else {
-                serde_json::to_string(&value).unwrap()
-            };
+            let mut text = spelled(&value, pretty);
             if ascii {
                 // The same value with every non-ASCII character escaped.
                 text = text

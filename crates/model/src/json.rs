@@ -19,13 +19,14 @@ use std::fmt;
 /// checking the bound, canonical text and checksum, the record encoder copying the text — is a
 /// loop, never a recursion, so the bound is about memory and time, not the stack. Beyond it a
 /// value is refused when it is read, with a "recursion limit exceeded" error (the event's
-/// `too_deep` reason). serde_json captures a `RawValue` (how a `Json` inside a message is read)
-/// by skipping it in a loop, with no depth limit and taking lone surrogates and any number, so
-/// the bound is checked here, on the captured text.
+/// `too_deep` reason). serde_json captures a `RawValue` (how a `Json` inside a message is read
+/// when serde reads the message) by skipping it in a loop, with no depth limit and taking lone
+/// surrogates and any number, so the bound is checked here, on the captured text; the event
+/// decoder's direct reader checks the same grammar and the same bound as it reads the text.
 ///
 /// serde_json's own parser stops at 128 levels: [`Json::try_to_value`] fails on such values,
 /// and [`Json::to_value`] cuts them (see there). The rest of an event (its envelope,
-/// `attributes`, `hookContext`) is read by serde_json, so its limit holds there.
+/// `attributes`, `hookContext`) is held to that limit as serde_json reads it.
 pub const MAX_DEPTH: usize = 4096;
 
 /// How deep serde_json nests a [`Value`] it builds: its recursion limit of 128 refuses a 128th
@@ -39,30 +40,40 @@ const VALUE_DEPTH: usize = 127;
 /// (`"\ud800"`), a number beyond the range of a double (`1e400`), 128 levels or more; hence
 /// [`Json::try_to_value`] can fail, and [`Json::to_value`] is lossy.
 #[derive(Clone)]
-pub struct Json(Box<RawValue>);
+pub struct Json(Box<str>);
 
 impl Json {
     /// Wraps JSON text, checking that it is one JSON value of at most [`MAX_DEPTH`] levels.
     pub fn parse(text: &str) -> Result<Json, serde_json::Error> {
         let raw = RawValue::from_string(text.to_owned())?;
         check_depth(raw.get()).map_err(serde::de::Error::custom)?;
-        Ok(Json(raw))
+        Ok(Json(raw.into()))
     }
 
     /// The compact text of a value.
     pub fn from_value(value: &Value) -> Json {
-        Json(serde_json::value::to_raw_value(value).expect("a Value always serializes"))
+        Json(
+            serde_json::value::to_raw_value(value)
+                .expect("a Value always serializes")
+                .into(),
+        )
+    }
+
+    /// Text already checked to be one JSON value of at most [`MAX_DEPTH`] levels, by the grammar
+    /// serde_json checks a `RawValue` by (`jsonscan::value_end`).
+    pub(crate) fn from_checked(text: &str) -> Json {
+        Json(text.into())
     }
 
     /// The text as sent.
     pub fn as_str(&self) -> &str {
-        self.0.get()
+        &self.0
     }
 
     /// The value as a tree, exactly; fails where a [`Value`] cannot hold the text: a lone
     /// surrogate escape, a number beyond the range of a double, nesting 128 levels or more.
     pub fn try_to_value(&self) -> Result<Value, serde_json::Error> {
-        serde_json::from_str(self.0.get())
+        serde_json::from_str(&self.0)
     }
 
     /// The value as a tree, lossy where a [`Value`] cannot hold the text (never panics):
@@ -118,7 +129,11 @@ impl fmt::Display for Json {
 
 impl Serialize for Json {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.0.serialize(s)
+        // serde_json writes a `RawValue` as it stands. Making one reads the text again (borrowed,
+        // not copied); the text is kept as a `str` so that the event decoder, which checks it
+        // as it reads it, can make a `Json` without that second reading.
+        let raw: &RawValue = serde_json::from_str(&self.0).map_err(serde::ser::Error::custom)?;
+        raw.serialize(s)
     }
 }
 
@@ -126,7 +141,7 @@ impl<'de> Deserialize<'de> for Json {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw = Box::<RawValue>::deserialize(d)?;
         check_depth(raw.get()).map_err(serde::de::Error::custom)?;
-        Ok(Json(raw))
+        Ok(Json(raw.into()))
     }
 }
 

@@ -1,6 +1,8 @@
 //! The steps shared by the one-pass readers of JSON text (`canonical_direct`, `event::direct`):
 //! a place in the text, whitespace, keys without escapes, where a run of a string's characters
-//! stops, and `\u` escapes.
+//! stops, `\u` escapes, and the end of a value taken verbatim.
+
+use crate::json::MAX_DEPTH;
 
 /// A place in JSON text.
 pub(crate) struct Cursor<'t> {
@@ -93,6 +95,152 @@ fn stop_at(bytes: &[u8], at: usize) -> Option<usize> {
     (bytes[at] >= 0x20).then_some(at)
 }
 
+/// The end of the JSON value that starts at `at` (no whitespace before it), checked by the
+/// grammar serde_json checks a `RawValue` by — any `\uXXXX` escape, lone surrogates too; any
+/// number, however large — and nesting at most [`MAX_DEPTH`] levels, as a [`Json`] may. `None`
+/// for anything else.
+///
+/// [`Json`]: crate::json::Json
+pub(crate) fn value_end(bytes: &[u8], mut at: usize) -> Option<usize> {
+    // Whether each open container is an object, innermost last: one bit a level.
+    let mut objects = [0u64; MAX_DEPTH.div_ceil(64)];
+    let (mut depth, max_depth) = (0, MAX_DEPTH);
+    loop {
+        // A value.
+        match *bytes.get(at)? {
+            b'"' => at = string_end(bytes, at + 1)?,
+            open @ (b'{' | b'[') => {
+                if depth == max_depth {
+                    return None;
+                }
+                let object = open == b'{';
+                let (word, bit) = (depth / 64, 1u64 << (depth % 64));
+                objects[word] = if object {
+                    objects[word] | bit
+                } else {
+                    objects[word] & !bit
+                };
+                depth += 1;
+                at = skip_whitespace(bytes, at + 1);
+                let close = if object { b'}' } else { b']' };
+                if bytes.get(at) == Some(&close) {
+                    depth -= 1;
+                    at += 1;
+                } else {
+                    if object {
+                        at = member_key(bytes, at)?;
+                    }
+                    continue;
+                }
+            }
+            b't' => at = literal(bytes, at, b"true")?,
+            b'f' => at = literal(bytes, at, b"false")?,
+            b'n' => at = literal(bytes, at, b"null")?,
+            _ => at = number_end(bytes, at)?,
+        }
+        // What follows a value: the end, or the next member, or the close of its container.
+        loop {
+            if depth == 0 {
+                return Some(at);
+            }
+            let object = objects[(depth - 1) / 64] & (1 << ((depth - 1) % 64)) != 0;
+            at = skip_whitespace(bytes, at);
+            match *bytes.get(at)? {
+                b',' => {
+                    at = skip_whitespace(bytes, at + 1);
+                    if object {
+                        at = member_key(bytes, at)?;
+                    }
+                    break;
+                }
+                b'}' if object => {}
+                b']' if !object => {}
+                _ => return None,
+            }
+            depth -= 1;
+            at += 1;
+        }
+    }
+}
+
+fn skip_whitespace(bytes: &[u8], mut at: usize) -> usize {
+    while let Some(b' ' | b'\t' | b'\n' | b'\r') = bytes.get(at) {
+        at += 1;
+    }
+    at
+}
+
+/// Past `"key":` and the whitespace after it, from the key's opening quote.
+fn member_key(bytes: &[u8], at: usize) -> Option<usize> {
+    if bytes.get(at) != Some(&b'"') {
+        return None;
+    }
+    let at = skip_whitespace(bytes, string_end(bytes, at + 1)?);
+    (bytes.get(at) == Some(&b':')).then(|| skip_whitespace(bytes, at + 1))
+}
+
+/// Past the closing quote of the string whose characters start at `from`.
+fn string_end(bytes: &[u8], from: usize) -> Option<usize> {
+    let mut stop = string_stop(bytes, from)?;
+    while bytes[stop] == b'\\' {
+        let next = match *bytes.get(stop + 1)? {
+            b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => stop + 2,
+            b'u' if bytes
+                .get(stop + 2..stop + 6)?
+                .iter()
+                .all(u8::is_ascii_hexdigit) =>
+            {
+                stop + 6
+            }
+            _ => return None,
+        };
+        stop = string_stop(bytes, next)?;
+    }
+    Some(stop + 1)
+}
+
+fn literal(bytes: &[u8], at: usize, word: &[u8]) -> Option<usize> {
+    bytes[at..].starts_with(word).then_some(at + word.len())
+}
+
+/// Past a number: `-`, an integer without leading zeros, an optional fraction and exponent.
+fn number_end(bytes: &[u8], mut at: usize) -> Option<usize> {
+    let digits = |at: usize| {
+        at + bytes[at..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count()
+    };
+    if bytes.get(at) == Some(&b'-') {
+        at += 1;
+    }
+    match bytes.get(at)? {
+        b'0' => at += 1,
+        b'1'..=b'9' => at = digits(at),
+        _ => return None,
+    }
+    if bytes.get(at) == Some(&b'.') {
+        let end = digits(at + 1);
+        if end == at + 1 {
+            return None;
+        }
+        at = end;
+    }
+    if let Some(b'e' | b'E') = bytes.get(at) {
+        at += 1;
+        if let Some(b'+' | b'-') = bytes.get(at) {
+            at += 1;
+        }
+        let end = digits(at);
+        if end == at {
+            return None;
+        }
+        at = end;
+    }
+    // A digit after a leading zero (`01`) ends up where no digit may follow a value.
+    Some(at)
+}
+
 /// Reads the `XXXX` of a `\uXXXX` escape at `*pos` (and, after a high surrogate, the `\uXXXX` of
 /// its low half) and gives its character; `None` for a lone surrogate or a digit that is not hex.
 pub(crate) fn unicode_escape(bytes: &[u8], pos: &mut usize) -> Option<char> {
@@ -129,8 +277,80 @@ fn hex4(bytes: &[u8], pos: &mut usize) -> Option<u16> {
 
 #[cfg(test)]
 mod tests {
-    use super::{string_stop, unicode_escape};
+    use super::{string_stop, unicode_escape, value_end};
+    use crate::json::{Json, MAX_DEPTH};
+    use crate::test_json::{json_value, spelled, ODD_TEXTS};
     use proptest::prelude::*;
+
+    /// `value_end` takes a value where serde_json reading a `Json` takes it, and ends it where
+    /// serde_json does.
+    fn agree(text: &str) {
+        let by_serde = {
+            let mut values = serde_json::Deserializer::from_str(text).into_iter::<Json>();
+            match values.next() {
+                Some(Ok(json)) => Some((values.byte_offset(), json)),
+                _ => None,
+            }
+        };
+        let start = text.len() - text.trim_start_matches([' ', '\t', '\n', '\r']).len();
+        let bytes = text.as_bytes();
+        match value_end(bytes, start) {
+            // A number or literal run on by a letter: the caller refuses what follows it, as
+            // serde_json's stream reader does.
+            Some(end)
+                if !matches!(bytes[start], b'[' | b'{' | b'"')
+                    && !matches!(
+                        bytes.get(end),
+                        None | Some(b' ' | b'\n' | b'\t' | b'\r' | b'"' | b'[' | b']' | b'{')
+                            | Some(b'}' | b',' | b':')
+                    ) =>
+            {
+                assert!(by_serde.is_none(), "{text:?}");
+            }
+            Some(end) => {
+                let (serde_end, json) = by_serde.unwrap_or_else(|| panic!("taken: {text:?}"));
+                assert_eq!(end, serde_end, "{text:?}");
+                assert_eq!(json.as_str(), &text[start..end], "{text:?}");
+            }
+            // Past a value serde_json's stream reader asks for a delimiter; a value cut short
+            // anywhere else is refused by both.
+            None => assert!(by_serde.is_none(), "refused: {text:?}"),
+        }
+    }
+
+    #[test]
+    fn ends_values_as_serde_json_does() {
+        for text in [
+            r#"{"a":[1,-0,0.5,1e400,-1E-3,true,false,null],"b":{},"c":[],"d":"\ud800\"\/"}"#,
+            " [ 1 , { \"a\" : [ ] } ] ",
+            "\"\\u12AB\"",
+            "{1:2}",
+            "{",
+            "[}",
+            "{]",
+        ]
+        .iter()
+        .chain(ODD_TEXTS)
+        {
+            agree(text);
+        }
+    }
+
+    #[test]
+    fn nests_as_deep_as_a_json_may() {
+        for n in [1, 127, 128, 129, MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1] {
+            let arrays = format!("{}{}", "[".repeat(n), "]".repeat(n));
+            let objects = format!("{}1{}", "{\"a\":".repeat(n), "}".repeat(n));
+            for text in [arrays, objects] {
+                assert_eq!(
+                    value_end(text.as_bytes(), 0).is_some(),
+                    n <= MAX_DEPTH,
+                    "{n}"
+                );
+                agree(&text);
+            }
+        }
+    }
 
     proptest! {
         /// Eight bytes at a time finds what one byte at a time finds, wherever the stop is.
@@ -152,6 +372,18 @@ mod tests {
                 .map(|i| from + i)
                 .filter(|&i| text[i] >= 0x20);
             prop_assert_eq!(string_stop(&text, from), one_by_one);
+        }
+
+        #[test]
+        fn any_text(text in "[\\[\\]{}\",:0-9a-z\\\\. \u{e9}\u{1F600}-]{0,24}") {
+            agree(&text);
+        }
+
+        #[test]
+        fn any_value(value in json_value(), pretty in any::<bool>()) {
+            let text = spelled(&value, pretty);
+            prop_assert_eq!(value_end(text.as_bytes(), 0), Some(text.len()));
+            agree(&text);
         }
     }
 

@@ -27,6 +27,8 @@ mod jsstring;
 mod jstext;
 pub mod record;
 pub mod redact;
+#[cfg(test)]
+mod test_json;
 pub mod time;
 
 pub use checksum::{checksum_of, checksum_of_json, Checksum, ChecksumError};

@@ -5,10 +5,10 @@
 //! value through its own machinery; for the flat envelope of an event that was about half the cost
 //! of decoding. Here the envelope is read straight from the text: keys are matched as bytes,
 //! strings taken where they lie (unescaped when they hold escapes), integers and booleans read in
-//! place, times and checksums parsed by the same functions the derived decoder calls. The values
-//! with rules of their own — `args` and `result` (verbatim JSON), `attributes` and `hookContext`
-//! (maps of any JSON), `sideEffects` — are each read by serde_json on its own, as the derived
-//! decoder reads them.
+//! place, times and checksums parsed by the same functions the derived decoder calls. `args` and
+//! `result` (verbatim JSON) are checked by the grammar serde_json checks them by and copied as they
+//! stand; `attributes`, `hookContext` (maps of any JSON) and `sideEffects` are each read by
+//! serde_json on its own, as the derived decoder reads them.
 //!
 //! It gives up (`None`), and the caller decodes the message with serde, which then gives its event
 //! or its error, on anything else: an unknown or repeated field, an escape in a key, a lone
@@ -21,7 +21,8 @@
 use super::wire::{KindName, RawEvent};
 use super::EventKind;
 use crate::checksum::Checksum;
-use crate::jsonscan::{string_stop, unicode_escape, Cursor};
+use crate::json::Json;
+use crate::jsonscan::{string_stop, unicode_escape, value_end, Cursor};
 use crate::time::Timestamp;
 use serde::de::DeserializeOwned;
 use std::borrow::Cow;
@@ -84,15 +85,15 @@ impl<'t> Reader<'t> {
             b"turn" => put(&mut raw.turn, self.owned()),
             b"callId" => put(&mut raw.call_id, self.owned()),
             b"time" => put(&mut raw.time, self.time()),
-            b"attributes" => put(&mut raw.attributes, self.apart(true)),
+            b"attributes" => put(&mut raw.attributes, self.apart()),
             b"tool" => put(&mut raw.tool, self.owned()),
-            b"args" => put(&mut raw.args, self.apart(false)),
+            b"args" => put(&mut raw.args, self.verbatim()),
             b"checksum" => put(&mut raw.checksum, self.checksum()),
-            b"sideEffects" => put(&mut raw.side_effects, self.apart(true)),
+            b"sideEffects" => put(&mut raw.side_effects, self.apart()),
             b"agent" => put(&mut raw.agent, self.owned()),
             b"execution" => put(&mut raw.execution, self.owned()),
-            b"hookContext" => put(&mut raw.hook_context, self.apart(true)),
-            b"result" => put(&mut raw.result, self.apart(false)),
+            b"hookContext" => put(&mut raw.hook_context, self.apart()),
+            b"result" => put(&mut raw.result, self.verbatim()),
             b"isError" => put(&mut raw.is_error, self.boolean()),
             b"cancelled" => put(&mut raw.cancelled, self.boolean()),
             b"startedAt" => put(&mut raw.started_at, self.time()),
@@ -206,14 +207,21 @@ impl<'t> Reader<'t> {
         Some(value)
     }
 
+    /// A verbatim value (`args`, `result`), checked as the derived decoder checks it.
+    fn verbatim(&mut self) -> Option<Json> {
+        let start = self.cur.pos;
+        let end = value_end(self.cur.bytes, start)?;
+        self.cur.pos = end;
+        Some(Json::from_checked(&self.cur.text[start..end]))
+    }
+
     /// A value serde_json reads on its own, as the derived decoder reads it inside the message.
-    /// `bounded`: the value's type has serde_json's nesting limit (a verbatim `Json` has its own).
-    fn apart<T: DeserializeOwned>(&mut self, bounded: bool) -> Option<T> {
+    fn apart<T: DeserializeOwned>(&mut self) -> Option<T> {
         let rest = &self.cur.text[self.cur.pos..];
         let mut values = serde_json::Deserializer::from_str(rest).into_iter::<T>();
         let value = values.next()?.ok()?;
         let len = values.byte_offset();
-        if bounded && brackets(&rest.as_bytes()[..len]) > MAX_BRACKETS_APART {
+        if brackets(&rest.as_bytes()[..len]) > MAX_BRACKETS_APART {
             return None;
         }
         self.cur.pos += len;
