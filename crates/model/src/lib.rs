@@ -23,6 +23,7 @@ pub mod ids;
 mod jsnumber;
 pub mod json;
 mod jsonscan;
+mod jsonwrite;
 mod jsstring;
 mod jstext;
 pub mod record;

@@ -1,7 +1,7 @@
 //! Fuzzing event decoding: mutated v1 events (the README's example session, the schema examples,
 //! one event of every kind) must never panic `Event::decode`, must decode to the event serde's
 //! derived decoder alone gives (or be refused where it refuses them), and what decodes must encode
-//! and decode again to the same event, with a checksum and a lossy tree for its arguments and result,
+//! (as serde_json writes it) and decode again to the same event, with a checksum and a lossy tree for its arguments and result,
 //! and the canonical text of each, read straight from its text, must be the one its tree gives.
 //! Redacted as the producers redact it, an event must still encode and decode again, keep the
 //! checksum its arguments gave it, and be left alone by the same rules a second time.
@@ -67,6 +67,11 @@ fn check_event(bytes: &[u8], dead_letter: bool) {
         }
     };
     let encoded = event.encode();
+    assert_eq!(
+        encoded,
+        serde_json::to_vec(&event).unwrap(),
+        "encode writes what serde_json writes"
+    );
     let again = Event::decode(&encoded).unwrap_or_else(|e| {
         panic!(
             "a decoded event does not decode again after encoding ({e}): {}",

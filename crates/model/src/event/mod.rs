@@ -10,11 +10,12 @@
 //! and whose text says what was wrong and what to send instead.
 //!
 //! This file holds the event types; `wire` the flat JSON shape both directions go through,
-//! `decode` the strict decoding, `direct` its fast path for the common message and `error` the
-//! reasons a message is refused.
+//! `decode` the strict decoding, `direct` its fast path for the common message, `encode` the
+//! event as one line of JSON and `error` the reasons a message is refused.
 
 mod decode;
 mod direct;
+mod encode;
 mod error;
 mod wire;
 
@@ -32,8 +33,8 @@ use std::fmt;
 pub const WIRE_VERSION: u32 = 1;
 
 /// One input event.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "wire::RawEvent", into = "wire::RawEvent")]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(try_from = "wire::RawEvent")]
 pub struct Event {
     /// The framework that produced it; part of the correlation scope.
     pub source: Source,
@@ -293,10 +294,5 @@ impl Event {
             EventBody::Approval(_) => EventKind::Approval,
             EventBody::HookDecision(_) => EventKind::HookDecision,
         }
-    }
-
-    /// Encodes the event as one line of JSON.
-    pub fn encode(&self) -> Vec<u8> {
-        serde_json::to_vec(self).expect("events always serialize")
     }
 }

@@ -1,7 +1,9 @@
-//! The flat wire shape of an event: every field of every kind, all optional, in one struct.
+//! The flat wire shape of an event: every field of every kind, all optional, in one struct —
+//! [`RawEvent`] on the way in, [`Fields`] (borrowed from the event) on the way out, in the same
+//! order.
 //!
-//! Decoding goes through it so that errors can name the field and the kind ([`super::decode`]);
-//! encoding too, so both directions share one field list.
+//! Decoding goes through `RawEvent` so that errors can name the field and the kind
+//! ([`super::decode`]); encoding goes through `Fields`, both `Event::encode` and serde.
 
 use super::{Event, EventBody, EventKind, SideEffects, WIRE_VERSION};
 use crate::checksum::Checksum;
@@ -17,21 +19,6 @@ use std::fmt;
 pub(crate) enum KindName {
     Known(EventKind),
     Unknown(String),
-}
-
-impl KindName {
-    pub(super) fn as_str(&self) -> &str {
-        match self {
-            KindName::Known(k) => k.as_str(),
-            KindName::Unknown(name) => name,
-        }
-    }
-}
-
-impl Serialize for KindName {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
 }
 
 impl<'de> Deserialize<'de> for KindName {
@@ -52,21 +39,16 @@ impl<'de> Deserialize<'de> for KindName {
 }
 
 /// Declares [`RawEvent`] with the same rule for every field: `Some` when the message has it (even
-/// as `null`, see [`present`]), written only when set.
+/// as `null`, see [`present`]).
 macro_rules! raw_event {
     ($($field:ident: $ty:ty,)*) => {
-        /// The flat wire shape: every field of every kind, all optional. Decoding goes through it
-        /// so that errors can name the field and the kind; encoding too, so both directions share
-        /// one field list.
-        #[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
+        /// The flat wire shape as read: every field of every kind, all optional, so that errors
+        /// can name the field and the kind.
+        #[derive(Debug, Default, PartialEq, Deserialize)]
         #[serde(rename_all = "camelCase", deny_unknown_fields)]
         pub(crate) struct RawEvent {
             $(
-                #[serde(
-                    default,
-                    deserialize_with = "present",
-                    skip_serializing_if = "Option::is_none"
-                )]
+                #[serde(default, deserialize_with = "present")]
                 pub $field: Option<$ty>,
             )*
         }
@@ -114,70 +96,156 @@ pub(super) fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
     T::deserialize(d).map(Some)
 }
 
-impl From<Event> for RawEvent {
-    fn from(e: Event) -> RawEvent {
-        let mut raw = RawEvent {
-            v: Some(WIRE_VERSION.into()),
-            kind: Some(KindName::Known(e.kind())),
-            source: Some(e.source.0),
-            session: Some(e.session.0),
-            thread: e.thread.map(|t| t.0),
-            turn: e.turn.map(|t| t.0),
-            call_id: e.call_id.map(|c| c.0),
-            time: Some(e.time),
-            attributes: e.attributes,
-            ..RawEvent::default()
+/// The flat wire shape as written, borrowed from an event: the fields of [`RawEvent`] in its order,
+/// each written only when set.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Fields<'a> {
+    pub v: u32,
+    pub kind: EventKind,
+    pub source: &'a str,
+    pub session: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turn: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<&'a str>,
+    pub time: Timestamp,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attributes: Option<&'a Map<String, Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub args: Option<&'a Json>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<&'a Checksum>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub side_effects: Option<&'a SideEffects>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hook_context: Option<&'a Map<String, Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<&'a Json>,
+    /// `Some(true)` or nothing (`false` is the default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub is_error: Option<bool>,
+    /// `Some(true)` or nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cancelled: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Timestamp>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hook: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy_version: Option<&'a str>,
+}
+
+impl Event {
+    /// The event's fields as written.
+    pub(super) fn fields(&self) -> Fields<'_> {
+        let mut f = Fields {
+            v: WIRE_VERSION,
+            kind: self.kind(),
+            source: self.source.as_str(),
+            session: self.session.as_str(),
+            thread: self.thread.as_ref().map(|t| t.as_str()),
+            turn: self.turn.as_ref().map(|t| t.as_str()),
+            call_id: self.call_id.as_ref().map(|c| c.as_str()),
+            time: self.time,
+            attributes: self.attributes.as_ref(),
+            tool: None,
+            args: None,
+            checksum: None,
+            side_effects: None,
+            agent: None,
+            execution: None,
+            hook_context: None,
+            result: None,
+            is_error: None,
+            cancelled: None,
+            started_at: None,
+            duration_ms: None,
+            reason: None,
+            decision: None,
+            by: None,
+            hook: None,
+            policy_id: None,
+            policy_version: None,
         };
-        match e.body {
+        match &self.body {
             EventBody::Announce(a) => {
-                raw.set_call(Some(a.tool), a.args, a.checksum);
-                raw.side_effects = a.side_effects;
-                raw.agent = a.agent;
-                raw.execution = a.execution;
-                raw.hook_context = a.hook_context;
+                f.set_call(Some(&a.tool), a.args.as_ref(), a.checksum.as_ref());
+                f.side_effects = a.side_effects.as_ref();
+                f.agent = text(&a.agent);
+                f.execution = text(&a.execution);
+                f.hook_context = a.hook_context.as_ref();
             }
             EventBody::Completion(c) => {
-                raw.set_call(c.tool, c.args, c.checksum);
-                raw.result = c.result;
-                raw.is_error = c.is_error.then_some(true);
-                raw.cancelled = c.cancelled.then_some(true);
-                raw.started_at = c.started_at;
-                raw.duration_ms = c.duration_ms;
+                f.set_call(text(&c.tool), c.args.as_ref(), c.checksum.as_ref());
+                f.result = c.result.as_ref();
+                f.is_error = c.is_error.then_some(true);
+                f.cancelled = c.cancelled.then_some(true);
+                f.started_at = c.started_at;
+                f.duration_ms = c.duration_ms;
             }
             EventBody::ExecutionStart(s) => {
-                raw.checksum = Some(s.checksum);
-                raw.tool = s.tool;
+                f.checksum = Some(&s.checksum);
+                f.tool = text(&s.tool);
             }
             EventBody::ExecutionEnd(s) => {
-                raw.checksum = Some(s.checksum);
-                raw.tool = s.tool;
-                raw.is_error = s.is_error.then_some(true);
-                raw.started_at = s.started_at;
-                raw.duration_ms = s.duration_ms;
+                f.checksum = Some(&s.checksum);
+                f.tool = text(&s.tool);
+                f.is_error = s.is_error.then_some(true);
+                f.started_at = s.started_at;
+                f.duration_ms = s.duration_ms;
             }
-            EventBody::TurnEnd(t) | EventBody::TurnAborted(t) => raw.reason = t.reason,
+            EventBody::TurnEnd(t) | EventBody::TurnAborted(t) => f.reason = text(&t.reason),
             EventBody::Approval(a) => {
-                raw.set_call(a.tool, a.args, a.checksum);
-                raw.decision = Some(a.decision.as_str().to_owned());
-                raw.by = a.by;
-                raw.reason = a.reason;
+                f.set_call(text(&a.tool), a.args.as_ref(), a.checksum.as_ref());
+                f.decision = Some(a.decision.as_str());
+                f.by = text(&a.by);
+                f.reason = text(&a.reason);
             }
             EventBody::HookDecision(h) => {
-                raw.set_call(h.tool, h.args, h.checksum);
-                raw.hook = Some(h.hook);
-                raw.decision = Some(h.decision.as_str().to_owned());
-                raw.policy_id = h.policy_id;
-                raw.policy_version = h.policy_version;
-                raw.reason = h.reason;
+                f.set_call(text(&h.tool), h.args.as_ref(), h.checksum.as_ref());
+                f.hook = Some(&h.hook);
+                f.decision = Some(h.decision.as_str());
+                f.policy_id = text(&h.policy_id);
+                f.policy_version = text(&h.policy_version);
+                f.reason = text(&h.reason);
             }
         }
-        raw
+        f
     }
 }
 
-impl RawEvent {
+/// An optional text field, borrowed.
+fn text(s: &Option<String>) -> Option<&str> {
+    s.as_deref()
+}
+
+impl<'a> Fields<'a> {
     /// Sets the fields that name a call by what it does: its tool, arguments and checksum.
-    fn set_call(&mut self, tool: Option<String>, args: Option<Json>, checksum: Option<Checksum>) {
+    fn set_call(
+        &mut self,
+        tool: Option<&'a str>,
+        args: Option<&'a Json>,
+        checksum: Option<&'a Checksum>,
+    ) {
         self.tool = tool;
         self.args = args;
         self.checksum = checksum;

@@ -7,8 +7,7 @@ use super::{
 };
 use crate::ids::{CallId, ThreadId, TurnId};
 use crate::json::Json;
-use crate::time::Timestamp;
-use serde::Serialize;
+use crate::jsonwrite::Writer;
 use serde_json::{Map, Value};
 
 impl ToolCallRecord {
@@ -24,12 +23,9 @@ impl ToolCallRecord {
     /// [`encode`](Self::encode), appended to `out` (so a caller can reuse one buffer).
     pub fn encode_into(&self, out: &mut Vec<u8>) {
         out.reserve(self.size_hint());
-        let mut w = Writer {
-            out: std::mem::take(out),
-            times: TimeTexts::default(),
-        };
+        let mut w = Writer::new(std::mem::take(out));
         self.write_json(&mut w);
-        *out = w.out;
+        *out = w.into_inner();
     }
 
     /// About the length of the encoded record (a little more, so the buffer does not grow).
@@ -258,162 +254,6 @@ impl Correlation {
     }
 }
 
-/// Compact JSON output, as serde_json's `to_vec` writes it.
-struct Writer {
-    out: Vec<u8>,
-    /// The texts of the last two times written.
-    times: TimeTexts,
-}
-
-/// The last two times a record wrote, with their texts: a record's times repeat (`startedAt` is
-/// usually `createdAt`, `completedAt` usually `updatedAt`, written in the order created, updated,
-/// started, completed).
-#[derive(Default)]
-struct TimeTexts {
-    slots: [Option<(Timestamp, [u8; 24])>; 2],
-    next: usize,
-}
-
-impl Writer {
-    /// Bytes that are already JSON.
-    fn raw(&mut self, json: &str) {
-        self.out.extend_from_slice(json.as_bytes());
-    }
-
-    /// A string that needs no escaping (an enum's name), in quotes.
-    #[inline]
-    fn quoted(&mut self, s: &str) {
-        self.out.push(b'"');
-        self.out.extend_from_slice(s.as_bytes());
-        self.out.push(b'"');
-    }
-
-    /// A string, escaped as serde_json escapes it.
-    fn str(&mut self, s: &str) {
-        if crate::canonical::needs_escape(s.as_bytes()) {
-            self.value(s);
-        } else {
-            self.quoted(s);
-        }
-    }
-
-    /// An integer, as serde_json writes it (two digits at a time).
-    fn int(&mut self, n: i64) {
-        const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
-            2021222324252627282930313233343536373839\
-            4041424344454647484950515253545556575859\
-            6061626364656667686970717273747576777879\
-            8081828384858687888990919293949596979899";
-        let mut buf = [0u8; 20];
-        let mut i = buf.len();
-        let mut v = n.unsigned_abs();
-        while v >= 100 {
-            let pair = (v % 100) as usize * 2;
-            v /= 100;
-            i -= 2;
-            buf[i..i + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
-        }
-        if v >= 10 {
-            let pair = v as usize * 2;
-            i -= 2;
-            buf[i..i + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
-        } else {
-            i -= 1;
-            buf[i] = b'0' + v as u8;
-        }
-        if n < 0 {
-            self.out.push(b'-');
-        }
-        self.out.extend_from_slice(&buf[i..]);
-    }
-
-    fn bool(&mut self, b: bool) {
-        self.raw(if b { "true" } else { "false" });
-    }
-
-    fn time(&mut self, t: Timestamp) {
-        let cached = self.times.slots.iter().flatten().find(|(at, _)| *at == t);
-        let text = match cached {
-            Some((_, text)) => *text,
-            None => {
-                let mut buf = [0u8; 24];
-                if t.write_rfc3339(&mut buf).is_none() {
-                    self.value(&t);
-                    return;
-                }
-                let cache = &mut self.times;
-                cache.slots[cache.next] = Some((t, buf));
-                cache.next = (cache.next + 1) % cache.slots.len();
-                buf
-            }
-        };
-        // Digits and separators only: nothing to escape.
-        self.out.push(b'"');
-        self.out.extend_from_slice(&text);
-        self.out.push(b'"');
-    }
-
-    /// Anything else, through serde_json itself.
-    fn value<T: Serialize + ?Sized>(&mut self, v: &T) {
-        serde_json::to_writer(&mut self.out, v).expect("record values always serialize");
-    }
-
-    fn object(&mut self) -> Object<'_> {
-        self.out.push(b'{');
-        Object {
-            w: self,
-            first: true,
-        }
-    }
-}
-
-/// An object being written: [`Object::key`] adds the separator and the (constant) key.
-struct Object<'a> {
-    w: &'a mut Writer,
-    first: bool,
-}
-
-impl Object<'_> {
-    #[inline]
-    fn key(&mut self, key: &'static str) -> &mut Writer {
-        if !self.first {
-            self.w.out.push(b',');
-        }
-        self.first = false;
-        self.w.quoted(key);
-        self.w.out.push(b':');
-        self.w
-    }
-
-    /// `key` and its string, when there is one.
-    #[inline]
-    fn str_if_some(&mut self, key: &'static str, value: Option<&str>) {
-        if let Some(s) = value {
-            self.key(key).str(s);
-        }
-    }
-
-    /// `key` and its time, when there is one.
-    #[inline]
-    fn time_if_some(&mut self, key: &'static str, value: Option<Timestamp>) {
-        if let Some(t) = value {
-            self.key(key).time(t);
-        }
-    }
-
-    /// `key` and its value written by serde_json, when there is one.
-    #[inline]
-    fn value_if_some<T: Serialize>(&mut self, key: &'static str, value: Option<&T>) {
-        if let Some(v) = value {
-            self.key(key).value(v);
-        }
-    }
-
-    fn end(self) {
-        self.w.out.push(b'}');
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -422,6 +262,7 @@ mod tests {
     use crate::record::{
         ApprovalState, HookDecisionEntry, Phase, Ref, Strategy, API_VERSION, KIND,
     };
+    use crate::time::Timestamp;
     use proptest::prelude::{any, prop_assert_eq, proptest};
     use serde_json::json;
 
