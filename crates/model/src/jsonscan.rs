@@ -25,9 +25,7 @@ impl<'t> Cursor<'t> {
     }
 
     pub fn skip_whitespace(&mut self) {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
-            self.pos += 1;
-        }
+        self.pos = skip_whitespace(self.bytes, self.pos);
     }
 
     /// Takes `byte` if it comes next.
@@ -163,6 +161,7 @@ pub(crate) fn value_end(bytes: &[u8], mut at: usize) -> Option<usize> {
     }
 }
 
+/// Past the JSON whitespace at `at`.
 fn skip_whitespace(bytes: &[u8], mut at: usize) -> usize {
     while let Some(b' ' | b'\t' | b'\n' | b'\r') = bytes.get(at) {
         at += 1;

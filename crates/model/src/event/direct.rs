@@ -39,33 +39,7 @@ pub(super) fn read(text: &str) -> Option<RawEvent> {
         cur: Cursor::new(text),
     };
     let mut raw = RawEvent::default();
-    let c = &mut r.cur;
-    c.skip_whitespace();
-    if !c.eat(b'{') {
-        return None;
-    }
-    c.skip_whitespace();
-    if !c.eat(b'}') {
-        loop {
-            let c = &mut r.cur;
-            c.skip_whitespace();
-            let (start, end) = c.plain_key()?;
-            c.skip_whitespace();
-            if !c.eat(b':') {
-                return None;
-            }
-            c.skip_whitespace();
-            r.field(&text.as_bytes()[start..end], &mut raw)?;
-            let c = &mut r.cur;
-            c.skip_whitespace();
-            if c.eat(b'}') {
-                break;
-            }
-            if !c.eat(b',') {
-                return None;
-            }
-        }
-    }
+    r.object(&mut raw)?;
     r.cur.at_end().then_some(raw)
 }
 
@@ -74,6 +48,36 @@ struct Reader<'t> {
 }
 
 impl<'t> Reader<'t> {
+    /// Reads the message's object, field by field, into `raw`.
+    fn object(&mut self, raw: &mut RawEvent) -> Option<()> {
+        self.cur.skip_whitespace();
+        if !self.cur.eat(b'{') {
+            return None;
+        }
+        self.cur.skip_whitespace();
+        if self.cur.eat(b'}') {
+            return Some(());
+        }
+        loop {
+            self.cur.skip_whitespace();
+            let (start, end) = self.cur.plain_key()?;
+            self.cur.skip_whitespace();
+            if !self.cur.eat(b':') {
+                return None;
+            }
+            self.cur.skip_whitespace();
+            let key = &self.cur.bytes[start..end];
+            self.field(key, raw)?;
+            self.cur.skip_whitespace();
+            if self.cur.eat(b'}') {
+                return Some(());
+            }
+            if !self.cur.eat(b',') {
+                return None;
+            }
+        }
+    }
+
     /// Reads the value of field `key` into `raw`.
     fn field(&mut self, key: &[u8], raw: &mut RawEvent) -> Option<()> {
         match key {
