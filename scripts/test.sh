@@ -21,7 +21,7 @@ step() { printf '\n==> %s\n' "$*" >&2; }
 # A clean build of the workspace and its tests takes about 5 GB (target/), the tools about 1.2 GB
 # (.tools/, benches/peers/.venv); a disk that fills up mid-build fails in some C build script
 # with a message that does not say so.
-free_kb="$(df -Pk . | awk 'NR == 2 { print $4 }')"
+free_kb="$(df -Pk . 2>/dev/null | awk 'NR == 2 { print $4 }')" || free_kb=""
 if [ -n "$free_kb" ] && [ "$free_kb" -lt $((6 * 1024 * 1024)) ]; then
   echo "scripts/test.sh: only $((free_kb / 1024)) MB free on the disk of $(pwd); a clean build and" \
     "the test tools take about 6 GB: free some space (cargo clean in other checkouts) if the" \
