@@ -592,25 +592,7 @@ async fn a_clean_processor_run_passes_and_what_goes_missing_is_named() {
     };
     assert!(proc.terminate().success(), "the processor exits cleanly");
 
-    let topic_args = |records: &str, dlq: &str| -> Vec<String> {
-        [
-            "audit",
-            "--brokers",
-            &s.brokers,
-            "--group",
-            &s.group,
-            "--announce-topic",
-            &s.topics.announce,
-            "--completion-topic",
-            &s.topics.completion,
-            "--records-topic",
-            records,
-            "--dlq-topic",
-            dlq,
-        ]
-        .map(str::to_owned)
-        .to_vec()
-    };
+    let topic_args = |records: &str, dlq: &str| audit_args(&s, records, dlq);
     let audit = |args: Vec<String>| {
         tokio::task::spawn_blocking(move || {
             run(&args.iter().map(String::as_str).collect::<Vec<_>>())
@@ -791,23 +773,7 @@ async fn a_million_events_through_the_processor_audit_in_seconds() {
     .unwrap();
     println!("processed in {:.1} s", started.elapsed().as_secs_f64());
     assert!(proc.terminate().success());
-    let args: Vec<String> = [
-        "audit",
-        "--brokers",
-        &s.brokers,
-        "--group",
-        &s.group,
-        "--announce-topic",
-        &s.topics.announce,
-        "--completion-topic",
-        &s.topics.completion,
-        "--records-topic",
-        &s.topics.records,
-        "--dlq-topic",
-        &s.topics.dlq,
-    ]
-    .map(str::to_owned)
-    .to_vec();
+    let args = audit_args(&s, &s.topics.records, &s.topics.dlq);
     let started = Instant::now();
     let ran = tokio::task::spawn_blocking(move || {
         run(&args.iter().map(String::as_str).collect::<Vec<_>>())

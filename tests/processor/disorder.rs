@@ -125,23 +125,7 @@ async fn the_audit_accounts_for_held_events() {
     wait_inputs_committed(&s, 12).await;
     assert!(proc.terminate().success(), "the processor exits cleanly");
 
-    let args: Vec<String> = [
-        "audit",
-        "--brokers",
-        &s.brokers,
-        "--group",
-        &s.group,
-        "--announce-topic",
-        &s.topics.announce,
-        "--completion-topic",
-        &s.topics.completion,
-        "--records-topic",
-        &s.topics.records,
-        "--dlq-topic",
-        &s.topics.dlq,
-    ]
-    .map(str::to_owned)
-    .to_vec();
+    let args = audit_args(&s, &s.topics.records, &s.topics.dlq);
     let stdout = tokio::task::spawn_blocking(move || toolcalls_ok(&args))
         .await
         .unwrap();

@@ -166,6 +166,28 @@ pub fn settings(name: &str) -> Settings {
     s
 }
 
+/// `toolcalls audit`'s arguments for the topics and group of `s`, reading `records` and `dlq` as
+/// the records and dead-letter topics.
+pub fn audit_args(s: &Settings, records: &str, dlq: &str) -> Vec<String> {
+    [
+        "audit",
+        "--brokers",
+        &s.brokers,
+        "--group",
+        &s.group,
+        "--announce-topic",
+        &s.topics.announce,
+        "--completion-topic",
+        &s.topics.completion,
+        "--records-topic",
+        records,
+        "--dlq-topic",
+        dlq,
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
 pub async fn create_topics(s: &Settings, partitions: i32) {
     toolcalls_processor::create_topics(
         s,
