@@ -11,34 +11,20 @@
 #[path = "processor/harness.rs"]
 #[allow(dead_code)]
 mod harness;
+#[path = "support/piped.rs"]
+mod piped;
 #[path = "support/scratch.rs"]
 mod scratch;
 
 use harness::*;
+use piped::{run_piped, Ran};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, Producer};
 use scratch::Scratch;
-use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 use toolcalls_model::{Event, ToolCallRecord};
-
-/// What a command printed and how it ended.
-struct Ran {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Ran {
-    fn show(&self) -> String {
-        format!(
-            "exit {}\n--- stdout\n{}\n--- stderr\n{}",
-            self.code, self.stdout, self.stderr
-        )
-    }
-}
 
 /// Runs `toolcalls ARGS` (none of the caller's `TOOLCALLS_*` variables), killed after [`WAIT`].
 fn run(args: &[&str]) -> Ran {
@@ -48,42 +34,8 @@ fn run(args: &[&str]) -> Ran {
             command.env_remove(var);
         }
     }
-    let mut child = command
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run toolcalls");
-    // Read both pipes on threads of their own, so a full pipe never stalls the child.
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let err = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let deadline = Instant::now() + WAIT;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("toolcalls {args:?} did not finish within {WAIT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    Ran {
-        code: status.code().unwrap_or(-1),
-        stdout: out.join().unwrap(),
-        stderr: err.join().unwrap(),
-    }
+    command.args(args);
+    run_piped(command, &format!("toolcalls {args:?}"), WAIT)
 }
 
 /// A fresh directory of this test run, named after the test.

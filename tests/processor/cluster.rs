@@ -5,12 +5,13 @@
 //! Every wait is bounded (by [`WAIT`] unless a test says otherwise).
 
 use crate::harness::*;
+use crate::piped::{run_piped, Ran};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read as _};
+use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -357,35 +358,15 @@ pub fn without_identical_copies(msgs: &[Msg]) -> (Vec<ToolCallRecord>, usize) {
     (records, copies)
 }
 
-/// What `toolcalls audit` said.
-pub struct Audit {
-    pub code: i32,
-    pub stdout: String,
-    pub stderr: String,
-    pub took: Duration,
-}
-
-impl Audit {
-    /// A count of the summary: the number before `what` on the line starting with `line`
-    /// (`outputs:`, `inputs:`).
-    pub fn count(&self, line: &str, what: &str) -> Option<u64> {
-        let l = self
-            .stdout
-            .lines()
-            .find(|l| l.trim_start().starts_with(line))?;
-        let at = l.find(what)?;
-        l[..at].split_whitespace().last()?.parse().ok()
-    }
-
-    pub fn show(&self) -> String {
-        format!(
-            "toolcalls audit: exit {} after {:.1} s\n--- stdout\n{}--- stderr\n{}",
-            self.code,
-            self.took.as_secs_f64(),
-            self.stdout,
-            self.stderr
-        )
-    }
+/// A count of `toolcalls audit`'s summary: the number before `what` on the line starting with
+/// `line` (`outputs:`, `inputs:`).
+pub fn summary_count(audit: &Ran, line: &str, what: &str) -> Option<u64> {
+    let l = audit
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with(line))?;
+    let at = l.find(what)?;
+    l[..at].split_whitespace().last()?.parse().ok()
 }
 
 /// How long `toolcalls audit` may take: this debug build reads a few thousand input events a
@@ -394,9 +375,9 @@ const AUDIT_BOUND: Duration = Duration::from_secs(300);
 
 /// Runs `toolcalls audit` against the processor's topics of `s`, as an operator would after the
 /// run (killed after [`AUDIT_BOUND`]).
-pub fn audit(s: &Settings) -> Audit {
-    let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+pub fn audit(s: &Settings) -> Ran {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_toolcalls"));
+    command
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .arg("audit")
@@ -405,40 +386,8 @@ pub fn audit(s: &Settings) -> Audit {
         .args(["--completion-topic", &s.topics.completion])
         .args(["--records-topic", &s.topics.records])
         .args(["--dlq-topic", &s.topics.dlq])
-        .args(["--max-report", "200", "--timeout", "30s"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("running toolcalls audit");
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let err = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > AUDIT_BOUND {
-            let _ = child.kill();
-            panic!("toolcalls audit did not finish within {AUDIT_BOUND:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Audit {
-        code: status.code().unwrap_or(-1),
-        stdout: out.join().unwrap(),
-        stderr: err.join().unwrap(),
-        took: started.elapsed(),
-    }
+        .args(["--max-report", "200", "--timeout", "30s"]);
+    run_piped(command, "toolcalls audit", AUDIT_BOUND)
 }
 
 /// A log line without its ANSI colours and its timestamp.

@@ -19,6 +19,8 @@ mod kill;
 mod ledger;
 mod operate;
 mod owner;
+#[path = "../support/piped.rs"]
+mod piped;
 mod poison;
 mod prom;
 mod restart;
