@@ -380,12 +380,7 @@ pub fn audit(s: &Settings) -> Ran {
     command
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .arg("audit")
-        .args(["--brokers", &s.brokers, "--group", &s.group])
-        .args(["--announce-topic", &s.topics.announce])
-        .args(["--completion-topic", &s.topics.completion])
-        .args(["--records-topic", &s.topics.records])
-        .args(["--dlq-topic", &s.topics.dlq])
+        .args(audit_args(s, &s.topics.records, &s.topics.dlq))
         .args(["--max-report", "200", "--timeout", "30s"]);
     run_piped(command, "toolcalls audit", AUDIT_BOUND)
 }
