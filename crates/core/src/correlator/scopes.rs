@@ -10,6 +10,11 @@ use std::collections::BTreeSet;
 use std::hash::BuildHasher;
 use toolcalls_model::Timestamp;
 
+/// Most slots a scope keeps named while no call of their tool is pending. A tool's calls mostly
+/// come one at a time, so without them each call would make its slot (the name twice, the
+/// vector, a table insert) and free it again when it closes; a scope uses a handful of tools.
+const MAX_IDLE_TOOLS: u32 = 16;
+
 /// A tool name of a scope and its pending calls (unordered; the rules pick by created time).
 #[derive(Debug, Default)]
 pub(super) struct Tool {
@@ -81,9 +86,11 @@ pub(super) struct Scope {
     pub(super) aliases: HashMap<Box<str>, u64>,
     /// Pending calls by checksum; several calls may share one.
     pub(super) by_checksum: HashTable<u64>,
-    /// Tool slots; `Call::tool` indexes them. A slot is freed when its last call goes.
+    /// Tool slots; `Call::tool` indexes them. A slot whose last call goes stays named, idle, for
+    /// the tool's next call, unless `MAX_IDLE_TOOLS` are idle already: then it is freed.
     pub(super) tools: Vec<Tool>,
     free_tools: Vec<u32>,
+    idle_tools: u32,
     pub(super) tool_ix: HashMap<Box<str>, u32>,
     /// Waiting results in arrival order.
     pub(super) waiting: BTreeSet<u64>,
@@ -133,6 +140,7 @@ impl Scope {
             by_checksum: HashTable::new(),
             tools: Vec::new(),
             free_tools: Vec::new(),
+            idle_tools: 0,
             tool_ix: HashMap::default(),
             waiting: BTreeSet::new(),
             idem: HashMap::default(),
@@ -158,9 +166,12 @@ impl Scope {
         &self.tools[slot as usize].name
     }
 
-    /// The slot of tool `name`, made if the scope has no pending call of it.
+    /// The slot of tool `name`, for a call about to be filed in it: made if the scope has none.
     pub(super) fn tool_slot(&mut self, name: &str) -> u32 {
         if let Some(&slot) = self.tool_ix.get(name) {
+            if self.tools[slot as usize].calls.is_empty() {
+                self.idle_tools -= 1;
+            }
             return slot;
         }
         let slot = match self.free_tools.pop() {
@@ -186,9 +197,15 @@ impl Scope {
             tool.calls.swap_remove(i);
         }
         if tool.calls.is_empty() {
-            self.tool_ix.remove(&*tool.name);
-            *tool = Tool::default();
-            self.free_tools.push(slot);
+            if self.idle_tools < MAX_IDLE_TOOLS {
+                self.idle_tools += 1;
+                // A burst's memory goes back; the name and a little room stay.
+                tool.calls.shrink_to(4);
+            } else {
+                self.tool_ix.remove(&*tool.name);
+                *tool = Tool::default();
+                self.free_tools.push(slot);
+            }
         } else if tool.calls.capacity() > 64 && tool.calls.len() * 4 < tool.calls.capacity() {
             tool.calls.shrink_to(tool.calls.len() * 2);
         }
@@ -296,4 +313,67 @@ pub(super) fn watermark(clocks: &[Option<Timestamp>; 2], input_topics: u16) -> O
         return clocks[0].max(clocks[1]);
     }
     Some(clocks[0]?.min(clocks[1]?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use toolcalls_model::{SessionId, Source};
+
+    fn scope() -> Scope {
+        Scope::new(ScopeKey {
+            source: Source::from("s"),
+            session: SessionId::from("x"),
+            thread: None,
+        })
+    }
+
+    fn file(scope: &mut Scope, tool: &str, seq: u64) -> u32 {
+        let slot = scope.tool_slot(tool);
+        scope.tools[slot as usize].calls.push(Pending {
+            seq,
+            created_at: Timestamp(0),
+            turn: 0,
+            flags: 0,
+        });
+        slot
+    }
+
+    #[test]
+    fn a_tool_keeps_its_slot_between_calls() {
+        let mut s = scope();
+        let slot = file(&mut s, "Read", 1);
+        s.remove_tool_call(slot, 1);
+        assert_eq!(s.tool_name(slot), "Read", "idle, still named");
+        assert!(s.tools[slot as usize].calls.is_empty());
+        assert_eq!(file(&mut s, "Read", 2), slot);
+        assert_eq!(s.idle_tools, 0);
+        assert_eq!(file(&mut s, "Bash", 3), slot + 1);
+        assert_eq!(s.calls().map(|p| p.seq).collect::<Vec<_>>(), [2, 3]);
+    }
+
+    #[test]
+    fn idle_slots_are_bounded() {
+        let mut s = scope();
+        let tools = 3 * MAX_IDLE_TOOLS as u64;
+        for seq in 0..tools {
+            let slot = file(&mut s, &format!("tool-{seq}"), seq);
+            s.remove_tool_call(slot, seq);
+            assert!(s.idle_tools <= MAX_IDLE_TOOLS);
+        }
+        assert_eq!(s.idle_tools, MAX_IDLE_TOOLS);
+        assert_eq!(s.tool_ix.len(), MAX_IDLE_TOOLS as usize);
+        assert_eq!(
+            s.tools.len(),
+            MAX_IDLE_TOOLS as usize + 1,
+            "freed slots are reused"
+        );
+        // Every named slot is found by its name, and a freed one is made again.
+        for (name, &slot) in &s.tool_ix {
+            assert_eq!(s.tool_name(slot), &**name);
+        }
+        let slot = file(&mut s, "tool-0", 99);
+        assert_eq!(s.tool_name(slot), "tool-0");
+        assert_eq!(s.calls().map(|p| p.seq).collect::<Vec<_>>(), [99]);
+    }
 }
