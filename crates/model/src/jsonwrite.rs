@@ -58,6 +58,14 @@ impl Writer {
 
     /// An integer, as serde_json writes it (two digits at a time).
     pub fn int(&mut self, n: i64) {
+        if n < 0 {
+            self.out.push(b'-');
+        }
+        self.uint(n.unsigned_abs());
+    }
+
+    /// An unsigned integer, as serde_json writes it.
+    pub fn uint(&mut self, n: u64) {
         const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
             2021222324252627282930313233343536373839\
             4041424344454647484950515253545556575859\
@@ -65,7 +73,7 @@ impl Writer {
             8081828384858687888990919293949596979899";
         let mut buf = [0u8; 20];
         let mut i = buf.len();
-        let mut v = n.unsigned_abs();
+        let mut v = n;
         while v >= 100 {
             let pair = (v % 100) as usize * 2;
             v /= 100;
@@ -80,10 +88,18 @@ impl Writer {
             i -= 1;
             buf[i] = b'0' + v as u8;
         }
-        if n < 0 {
-            self.out.push(b'-');
-        }
         self.out.extend_from_slice(&buf[i..]);
+    }
+
+    /// A float, as serde_json writes it; the usual confidences without going through serde.
+    pub fn float(&mut self, f: f64) {
+        if f == 1.0 {
+            self.raw("1.0");
+        } else if f == 0.0 && f.is_sign_positive() {
+            self.raw("0.0");
+        } else {
+            self.value(&f);
+        }
     }
 
     pub fn bool(&mut self, b: bool) {

@@ -153,7 +153,7 @@ impl Metadata {
         // Hex digits and hyphens only.
         o.key("name")
             .quoted(self.name.0.hyphenated().encode_lower(&mut uuid));
-        o.key("revision").value(&self.revision);
+        o.key("revision").uint(u64::from(self.revision));
         o.key("source").str(self.source.as_str());
         o.key("session").str(self.session.as_str());
         o.str_if_some("thread", self.thread.as_ref().map(ThreadId::as_str));
@@ -211,7 +211,7 @@ impl Status {
         o.time_if_some("startedAt", self.started_at);
         o.time_if_some("completedAt", self.completed_at);
         if let Some(d) = self.duration_ms {
-            o.key("durationMs").value(&d);
+            o.key("durationMs").uint(d);
         }
         if let Some(out) = &self.output {
             o.key("output").raw(out.as_str());
@@ -244,11 +244,11 @@ impl Correlation {
     fn write_json(&self, w: &mut Writer) {
         let mut o = w.object();
         o.key("strategy").quoted(self.strategy.as_str());
-        o.key("confidence").value(&self.confidence);
-        o.key("candidates").value(&self.candidates);
-        o.key("eventsMerged").value(&self.events_merged);
-        o.key("duplicates").value(&self.duplicates);
-        o.key("attempts").value(&self.attempts);
+        o.key("confidence").float(self.confidence);
+        o.key("candidates").uint(u64::from(self.candidates));
+        o.key("eventsMerged").uint(u64::from(self.events_merged));
+        o.key("duplicates").uint(u64::from(self.duplicates));
+        o.key("attempts").uint(u64::from(self.attempts));
         o.key("key").str(&self.key);
         o.end();
     }
