@@ -10,8 +10,8 @@ use super::primitives::{CodecError, Reader};
 use crate::correlator::RESTORED_SEQ_LIMIT;
 use crate::state::PackedPos;
 use crate::state::{
-    Call, Closed, DeadlineCause, Digest, Done, Entry, Extras, Idempotent, Live, Meta, ScopeKey,
-    WaitingResult,
+    Call, Closed, ClosedIds, DeadlineCause, Digest, Done, Entry, Extras, Idempotent, Live, Meta,
+    ScopeKey, WaitingResult,
 };
 use crate::Position;
 use serde::Deserialize;
@@ -257,7 +257,7 @@ pub(crate) fn decode(value: &[u8]) -> Result<Entry, CodecError> {
             if n > value.len() as u64 {
                 return Err(r.error("ids", "more ids than the value holds"));
             }
-            let mut ids = Vec::with_capacity(n as usize);
+            let mut ids = ClosedIds::with_capacity(n as usize);
             for _ in 0..n {
                 ids.push(CallId(r.str("ids")?.to_owned()));
             }

@@ -217,7 +217,7 @@ fn closed_calls_and_meta_round_trip() {
         Closed {
             scope: 0,
             expires: t(77),
-            ids: vec![],
+            ids: smallvec::smallvec![],
             announced_with_id: false,
             repeats: Box::default(),
             idem: None,
@@ -225,7 +225,7 @@ fn closed_calls_and_meta_round_trip() {
         Closed {
             scope: 0,
             expires: t(77),
-            ids: vec![],
+            ids: smallvec::smallvec![],
             announced_with_id: false,
             repeats: Box::new([0, u64::MAX, 0x0123_4567_89ab_cdef]),
             idem: None,
@@ -233,7 +233,7 @@ fn closed_calls_and_meta_round_trip() {
         Closed {
             scope: 0,
             expires: t(-1),
-            ids: vec![CallId::from("a"), CallId::from("b")],
+            ids: smallvec::smallvec![CallId::from("a"), CallId::from("b")],
             announced_with_id: true,
             repeats: Box::new([7]),
             idem: Some(Box::new(Idempotent {
@@ -298,7 +298,7 @@ fn fixtures_encode_to_the_golden_bytes() {
     let closed = Closed {
         scope: 0,
         expires: t(-1),
-        ids: vec![CallId::from("a"), CallId::from("b")],
+        ids: smallvec::smallvec![CallId::from("a"), CallId::from("b")],
         announced_with_id: false,
         repeats: Box::default(),
         idem: None,
@@ -311,7 +311,7 @@ fn fixtures_encode_to_the_golden_bytes() {
     let closed = Closed {
         scope: 0,
         expires: t(-1),
-        ids: vec![],
+        ids: smallvec::smallvec![],
         announced_with_id: false,
         repeats: Box::new([0x0123_4567_89ab_cdef, 42]),
         idem: None,

@@ -8,7 +8,7 @@ use super::record::{record_of_call, record_of_waiting};
 use super::repeats;
 use super::rules::Link;
 use super::{Correlator, Envelope};
-use crate::state::{Closed, DeadlineCause, Done, Idempotent, Live, ScopeIx};
+use crate::state::{Closed, ClosedIds, DeadlineCause, Done, Idempotent, Live, ScopeIx};
 use crate::{Effects, Outcome};
 use toolcalls_model::{CallId, Phase, Timestamp, TurnId};
 
@@ -86,7 +86,7 @@ impl Correlator {
         };
         self.touch(seq);
         let announced_with_id = call.has_id;
-        let mut ids: Vec<CallId> = call.call_id().map(CallId::from).into_iter().collect();
+        let mut ids: ClosedIds = call.call_id().map(CallId::from).into_iter().collect();
         ids.extend(call.aliases().iter().cloned());
         let idem = call.idempotency_key().map(str::to_owned);
         let (ix, updated_at) = (call.scope, call.updated_at);
