@@ -21,6 +21,7 @@ use std::io::{BufWriter, IsTerminal, Write};
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use summary::print_summary;
 use toolcalls_adapters::Format;
 use toolcalls_core::FinishMode;
@@ -159,11 +160,11 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             .collect()
     };
     // What each input number of the records' provenance stands for.
-    let names: Vec<String> = inputs
+    let names: Vec<Arc<str>> = inputs
         .iter()
         .map(|i| {
             i.as_ref()
-                .map_or_else(|| "<stdin>".to_owned(), |p| p.display().to_string())
+                .map_or_else(|| "<stdin>".into(), |p| p.display().to_string().into())
         })
         .collect();
     let native = format.is_some();

@@ -253,7 +253,10 @@ pub fn audit(t: &Topics, ledger: &mut Ledger, progress: &mut Progress) -> anyhow
             for mut record in correlator.pending_views() {
                 record.provenance.name(|input, offsets| {
                     Origin::Topic(TopicOffsets {
-                        topic: inputs.get(usize::from(input)).cloned().unwrap_or_default(),
+                        topic: inputs
+                            .get(usize::from(input))
+                            .map_or("", String::as_str)
+                            .into(),
                         partition: p as i32,
                         offsets,
                     })

@@ -306,9 +306,9 @@ impl Ledger {
         resolve: &mut dyn FnMut(&InputKey) -> Option<u32>,
     ) -> Result<Option<u32>, String> {
         let key = match origin {
-            Origin::Topic(t) => InputKey::Topic(t.topic.clone(), t.partition),
-            Origin::Lines(f) => InputKey::Lines(f.file.clone()),
-            Origin::Events(f) => InputKey::Events(f.file.clone()),
+            Origin::Topic(t) => InputKey::Topic(t.topic.to_string(), t.partition),
+            Origin::Lines(f) => InputKey::Lines(f.file.to_string()),
+            Origin::Events(f) => InputKey::Events(f.file.to_string()),
             Origin::Input(i) => {
                 return Err(format!(
                     "its provenance names input {} by number: the runtime did not name it",

@@ -6,6 +6,7 @@ use super::output::Note;
 use anyhow::Context;
 use std::io::Read;
 use std::path::PathBuf;
+use std::sync::Arc;
 use toolcalls_adapters::Format;
 use toolcalls_core::Position;
 use toolcalls_model::Event;
@@ -63,7 +64,7 @@ pub(super) enum Item {
 /// The input files in order, read chunk by chunk.
 pub(super) struct Reader {
     inputs: Vec<Option<PathBuf>>,
-    names: Vec<String>,
+    names: Vec<Arc<str>>,
     /// `None`: v1 lines; `Some(None)`: a native format detected per file.
     format: Option<Option<Format>>,
     drop_ids: bool,
@@ -92,7 +93,7 @@ impl Reader {
     /// `inputs`: files, `None` for standard input; `names` as messages name them.
     pub fn new(
         inputs: Vec<Option<PathBuf>>,
-        names: Vec<String>,
+        names: Vec<Arc<str>>,
         format: Option<Option<Format>>,
         drop_ids: bool,
     ) -> Self {
@@ -279,7 +280,7 @@ fn lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
 /// `names` names the inputs in messages; `strict` makes a bad line's message fatal.
 pub(super) fn each_item<E>(
     chunk: Chunk,
-    names: &[String],
+    names: &[Arc<str>],
     strict: bool,
     mut each: impl FnMut(Item) -> Result<(), E>,
 ) -> Result<(), E> {

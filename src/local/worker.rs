@@ -4,6 +4,7 @@
 
 use super::output::{Note, Out};
 use super::summary::Summary;
+use std::sync::Arc;
 use toolcalls_core::{Config, Correlator, Effects, FinishMode, Outcome, Position};
 use toolcalls_model::record::{FileEvents, FileLines, Origin};
 use toolcalls_model::redact::Redaction;
@@ -26,20 +27,22 @@ pub(super) struct Setup {
 /// line (the position's offset), an event an adapter made by its file and 1-based number (the
 /// offset is its 0-based index).
 pub(super) struct InputNames {
-    pub names: Vec<String>,
+    /// Shared with every record's provenance.
+    pub names: Vec<Arc<str>>,
     pub native: bool,
 }
 
 impl InputNames {
     fn get(&self, topic: u16) -> &str {
-        self.names
-            .get(usize::from(topic))
-            .map_or("?", String::as_str)
+        self.names.get(usize::from(topic)).map_or("?", |name| name)
     }
 
     fn name(&self, record: &mut ToolCallRecord) {
         record.provenance.name(|input, offsets| {
-            let file = self.get(input).to_owned();
+            let file = match self.names.get(usize::from(input)) {
+                Some(name) => Arc::clone(name),
+                None => "?".into(),
+            };
             if self.native {
                 let events = offsets.into_iter().map(|i| i + 1).collect();
                 Origin::Events(FileEvents { file, events })

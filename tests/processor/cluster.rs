@@ -454,7 +454,7 @@ pub fn diagnose(
         for o in &r.provenance.0 {
             if let toolcalls_model::record::Origin::Topic(t) = o {
                 for &off in &t.offsets {
-                    claimed.insert((t.topic.clone(), t.partition, off));
+                    claimed.insert((t.topic.to_string(), t.partition, off));
                 }
             }
         }

@@ -506,7 +506,7 @@ mod tests {
             .map(|e| {
                 (
                     e.kind(),
-                    e.thread.as_ref().map(|t| t.0.as_str()),
+                    e.thread.as_ref().map(|t| t.as_str()),
                     e.call_id.as_ref().map(|c| c.0.as_str()),
                 )
             })

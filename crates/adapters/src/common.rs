@@ -146,8 +146,8 @@ impl Ctx {
         drop_empty_texts(&mut body);
         self.events.push(Event {
             source: self.source.clone(),
-            session: SessionId(session),
-            thread: non_empty(env.thread).map(ThreadId),
+            session: SessionId::from(session),
+            thread: non_empty(env.thread).map(ThreadId::from),
             turn: non_empty(env.turn).map(TurnId),
             call_id: non_empty(env.call_id).map(CallId),
             time: env.time,
@@ -257,10 +257,10 @@ impl Ctx {
         let mut events = std::mem::take(&mut self.events);
         for e in &mut events {
             if let Some(source) = &self.opts.source {
-                e.source = Source(source.clone());
+                e.source = Source::new(source.as_str());
             }
             if let Some(session) = &self.opts.session {
-                e.session = SessionId(session.clone());
+                e.session = SessionId::new(session.as_str());
             }
             if self.opts.drop_ids {
                 e.call_id = None;

@@ -6,16 +6,19 @@
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::sync::Arc;
 
+/// An id type holding its text as `$text`: a `String`, or an `Arc<str>` for the ids every
+/// record of a scope repeats (a record takes a reference to its scope's instead of a copy).
 macro_rules! string_id {
-    ($(#[$doc:meta])* $name:ident) => {
+    ($text:ty, $(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
         #[serde(transparent)]
-        pub struct $name(pub String);
+        pub struct $name(pub $text);
 
         impl $name {
-            pub fn new(s: impl Into<String>) -> Self {
+            pub fn new(s: impl Into<$text>) -> Self {
                 Self(s.into())
             }
             pub fn as_str(&self) -> &str {
@@ -31,36 +34,41 @@ macro_rules! string_id {
 
         impl From<&str> for $name {
             fn from(s: &str) -> Self {
-                Self(s.to_owned())
+                Self(s.into())
             }
         }
 
         impl From<String> for $name {
             fn from(s: String) -> Self {
-                Self(s)
+                Self(s.into())
             }
         }
     };
 }
 
 string_id!(
+    Arc<str>,
     /// The framework that produced an event (`claude-code`, `codex`, `gemini-cli`, `adk`, …).
     /// Adapters of one framework (transcript, hooks, stream) share it so their events correlate.
     Source
 );
 string_id!(
+    Arc<str>,
     /// The agent session; also the Kafka key of every input message.
     SessionId
 );
 string_id!(
+    Arc<str>,
     /// A thread inside a session, for formats whose ids restart per thread (`codex exec --json`).
     ThreadId
 );
 string_id!(
+    String,
     /// A turn (one model request/response cycle and the tool calls it caused).
     TurnId
 );
 string_id!(
+    String,
     /// A native or stream id of one tool call (`toolu_…`, `call_…`, `item_3`, the nhtio stream id).
     CallId
 );

@@ -14,6 +14,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::BaseRecord;
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 use toolcalls_model::record::{Origin, TopicOffsets};
 use toolcalls_model::redact::Redaction;
@@ -37,8 +38,8 @@ const DLQ_PAYLOAD_LIMIT: usize = 64 * 1024;
 
 /// The topics a partition task reads and writes.
 pub(crate) struct Topics {
-    /// Announce, completion.
-    pub inputs: [String; 2],
+    /// Announce, completion (shared with every record's provenance).
+    pub inputs: [Arc<str>; 2],
     pub records: String,
     pub dlq: String,
     pub changelog: String,
@@ -50,8 +51,8 @@ impl Topics {
     pub fn name_provenance(&self, partition: i32, record: &mut ToolCallRecord) {
         record.provenance.name(|input, offsets| {
             let topic = match self.inputs.get(usize::from(input)) {
-                Some(t) => t.clone(),
-                None => format!("<input {input}>"),
+                Some(t) => Arc::clone(t),
+                None => format!("<input {input}>").into(),
             };
             Origin::Topic(TopicOffsets {
                 topic,

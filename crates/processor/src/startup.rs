@@ -192,8 +192,8 @@ async fn boot_and_run(
         producer: producer.clone(),
         topics: Topics {
             inputs: [
-                settings.topics.announce.clone(),
-                settings.topics.completion.clone(),
+                settings.topics.announce.as_str().into(),
+                settings.topics.completion.as_str().into(),
             ],
             records: settings.topics.records.clone(),
             dlq: settings.topics.dlq.clone(),

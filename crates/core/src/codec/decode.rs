@@ -28,11 +28,11 @@ impl<'a> Reader<'a> {
 
     fn scope(&mut self, flags: u32) -> Result<ScopeKey, CodecError> {
         Ok(ScopeKey {
-            source: Source(self.str("scope.source")?.to_owned()),
-            session: SessionId(self.str("scope.session")?.to_owned()),
+            source: Source::from(self.str("scope.source")?),
+            session: SessionId::from(self.str("scope.session")?),
             thread: match flags & THREAD {
                 0 => None,
-                _ => Some(ThreadId(self.str("scope.thread")?.to_owned())),
+                _ => Some(ThreadId::from(self.str("scope.thread")?)),
             },
         })
     }

@@ -83,6 +83,26 @@ struct VersionProbe {
 }
 
 /// Which optional body fields each kind admits (the envelope fields are admitted everywhere).
+/// A string field a `kind` event must have, and not as `""`.
+fn required_field<T: AsRef<str>>(
+    kind: &'static str,
+    field: &'static str,
+    value: Option<T>,
+) -> Result<T, DecodeError> {
+    optional(field, value)?.ok_or(DecodeError::MissingField { kind, field })
+}
+
+/// A string field the message may leave out, but not give as `""`.
+fn optional<T: AsRef<str>>(
+    field: &'static str,
+    value: Option<T>,
+) -> Result<Option<T>, DecodeError> {
+    match value {
+        Some(s) if s.as_ref().is_empty() => Err(DecodeError::EmptyField { field }),
+        other => Ok(other),
+    }
+}
+
 fn allowed(kind: EventKind, field: &str) -> bool {
     use EventKind::*;
     match field {
@@ -155,24 +175,10 @@ impl TryFrom<RawEvent> for Event {
         }
 
         let missing = |field: &'static str| DecodeError::MissingField { kind: k, field };
-        let required =
-            |field: &'static str, value: Option<String>| -> Result<String, DecodeError> {
-                match value {
-                    None => Err(missing(field)),
-                    Some(s) if s.is_empty() => Err(DecodeError::EmptyField { field }),
-                    Some(s) => Ok(s),
-                }
-            };
-        let optional =
-            |field: &'static str, value: Option<String>| -> Result<Option<String>, DecodeError> {
-                match value {
-                    Some(s) if s.is_empty() => Err(DecodeError::EmptyField { field }),
-                    other => Ok(other),
-                }
-            };
+        let required = |field, value: Option<String>| required_field(k, field, value);
 
-        let source = Source(required("source", raw.source)?);
-        let session = SessionId(required("session", raw.session)?);
+        let source = Source(required_field(k, "source", raw.source)?);
+        let session = SessionId(required_field(k, "session", raw.session)?);
         let thread = optional("thread", raw.thread)?.map(ThreadId);
         let turn = optional("turn", raw.turn)?.map(TurnId);
         let call_id = optional("callId", raw.call_id)?.map(CallId);

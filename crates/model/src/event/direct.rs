@@ -26,6 +26,7 @@ use crate::jsonscan::{string_stop, unicode_escape, value_end, Cursor};
 use crate::time::Timestamp;
 use serde::de::DeserializeOwned;
 use std::borrow::Cow;
+use std::sync::Arc;
 
 /// Most brackets a map or `sideEffects` may hold to be read here. serde_json stops at 128 levels
 /// counted from the message's own object, so the same value read on its own would be allowed one
@@ -83,9 +84,9 @@ impl<'t> Reader<'t> {
         match key {
             b"v" => put(&mut raw.v, self.unsigned().map(serde_json::Number::from)),
             b"kind" => put(&mut raw.kind, self.kind()),
-            b"source" => put(&mut raw.source, self.owned()),
-            b"session" => put(&mut raw.session, self.owned()),
-            b"thread" => put(&mut raw.thread, self.owned()),
+            b"source" => put(&mut raw.source, self.shared()),
+            b"session" => put(&mut raw.session, self.shared()),
+            b"thread" => put(&mut raw.thread, self.shared()),
             b"turn" => put(&mut raw.turn, self.owned()),
             b"callId" => put(&mut raw.call_id, self.owned()),
             b"time" => put(&mut raw.time, self.time()),
@@ -157,6 +158,11 @@ impl<'t> Reader<'t> {
 
     fn owned(&mut self) -> Option<String> {
         self.string().map(Cow::into_owned)
+    }
+
+    /// A string for an id records share (one allocation, as for [`Reader::owned`]).
+    fn shared(&mut self) -> Option<Arc<str>> {
+        self.string().map(|s| Arc::from(&*s))
     }
 
     fn kind(&mut self) -> Option<KindName> {

@@ -12,6 +12,7 @@ use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::fmt;
+use std::sync::Arc;
 
 /// The `kind` field as sent: a known kind is read without allocating; an unknown name is kept for
 /// the error that names it.
@@ -59,9 +60,9 @@ raw_event! {
     // The envelope.
     v: serde_json::Number,
     kind: KindName,
-    source: String,
-    session: String,
-    thread: String,
+    source: Arc<str>,
+    session: Arc<str>,
+    thread: Arc<str>,
     turn: String,
     call_id: String,
     time: Timestamp,

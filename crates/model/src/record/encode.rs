@@ -285,15 +285,15 @@ mod tests {
             kind: KIND.into(),
             metadata: Metadata {
                 name: RecordId::derive(
-                    &Source(s[0].clone()),
-                    &SessionId(s[1].clone()),
+                    &Source::new(s[0].as_str()),
+                    &SessionId::new(s[1].as_str()),
                     None,
                     &s[2],
                 ),
                 revision: n[0] as u32,
-                source: Source(s[0].clone()),
-                session: SessionId(s[1].clone()),
-                thread: pick(0, &s[2]).map(ThreadId),
+                source: Source::new(s[0].as_str()),
+                session: SessionId::new(s[1].as_str()),
+                thread: pick(0, &s[2]).map(ThreadId::from),
                 turn: pick(1, &s[3]).map(TurnId),
             },
             stream_id: pick(2, &s[4]).map(CallId),
@@ -391,16 +391,16 @@ mod tests {
             at += 1;
             match at % 3 {
                 1 => Origin::Topic(TopicOffsets {
-                    topic: s[input as usize].clone(),
+                    topic: s[input as usize].as_str().into(),
                     partition: n[3] as i32,
                     offsets: offsets.clone(),
                 }),
                 2 => Origin::Lines(FileLines {
-                    file: s[7].clone(),
+                    file: s[7].as_str().into(),
                     lines: positions,
                 }),
                 _ => Origin::Events(FileEvents {
-                    file: s[6].clone(),
+                    file: s[6].as_str().into(),
                     events: positions,
                 }),
             }

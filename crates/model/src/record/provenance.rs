@@ -14,6 +14,7 @@
 //! the inputs (docs/OPERATIONS.md, "Auditing the ledger").
 
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// The input positions merged into a record, one [`Origin`] per input.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -37,7 +38,8 @@ pub enum Origin {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TopicOffsets {
-    pub topic: String,
+    /// Shared: every record of a partition names the same topics.
+    pub topic: Arc<str>,
     pub partition: i32,
     pub offsets: Vec<i64>,
 }
@@ -45,7 +47,8 @@ pub struct TopicOffsets {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileLines {
-    pub file: String,
+    /// Shared: every record of a run names the same files.
+    pub file: Arc<str>,
     /// 1-based.
     pub lines: Vec<i64>,
 }
@@ -53,7 +56,8 @@ pub struct FileLines {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileEvents {
-    pub file: String,
+    /// Shared, as [`FileLines::file`].
+    pub file: Arc<str>,
     /// 1-based.
     pub events: Vec<i64>,
 }

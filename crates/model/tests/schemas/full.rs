@@ -184,16 +184,16 @@ pub(crate) fn full_record() -> ToolCallRecord {
         attributes: Some(object(json!({"cwd": "/work/main"}))),
         provenance: Provenance(vec![
             Origin::Topic(TopicOffsets {
-                topic: "toolcalls.announce".to_owned(),
+                topic: "toolcalls.announce".into(),
                 partition: 3,
                 offsets: vec![1200, 1201],
             }),
             Origin::Lines(FileLines {
-                file: "session.jsonl".to_owned(),
+                file: "session.jsonl".into(),
                 lines: vec![7],
             }),
             Origin::Events(FileEvents {
-                file: "rollout.jsonl".to_owned(),
+                file: "rollout.jsonl".into(),
                 events: vec![2],
             }),
         ]),

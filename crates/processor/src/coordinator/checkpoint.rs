@@ -3,6 +3,7 @@
 
 use crate::partition::{Checkpointed, PartitionMsg};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 /// Checkpoint requests sent to the tasks, their reports not yet in.
@@ -84,7 +85,7 @@ impl Batch {
     }
 
     /// The next input offsets to commit, of the partitions whose offsets moved.
-    pub fn offsets(&self, input_topics: &[String; 2]) -> TopicPartitionList {
+    pub fn offsets(&self, input_topics: &[Arc<str>; 2]) -> TopicPartitionList {
         let mut offsets = TopicPartitionList::new();
         for r in &self.reports {
             for (t, next) in r.offsets.iter().enumerate() {

@@ -6,6 +6,7 @@ use crate::telemetry::input::wall_ms;
 use prometheus::{Gauge, IntCounter, IntGauge};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 use toolcalls_core::{Correlator, Outcome};
 use toolcalls_model::{EventKind, Phase, Strategy, Timestamp, ToolCallRecord};
@@ -35,7 +36,7 @@ pub(crate) struct PartitionTelemetry {
 }
 
 impl PartitionTelemetry {
-    pub fn new(metrics: &Metrics, input_topics: &[String; 2], partition: i32) -> Self {
+    pub fn new(metrics: &Metrics, input_topics: &[Arc<str>; 2], partition: i32) -> Self {
         let p = partition.to_string();
         PartitionTelemetry {
             partition,
