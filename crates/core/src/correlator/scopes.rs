@@ -8,12 +8,16 @@ use crate::state::{Call, ScopeIx, ScopeKey};
 use hashbrown::HashTable;
 use std::collections::BTreeSet;
 use std::hash::BuildHasher;
-use toolcalls_model::Timestamp;
+use toolcalls_model::{Source, Timestamp};
 
 /// Most slots a scope keeps named while no call of their tool is pending. A tool's calls mostly
 /// come one at a time, so without them each call would make its slot (the name twice, the
 /// vector, a table insert) and free it again when it closes; a scope uses a handful of tools.
 const MAX_IDLE_TOOLS: u32 = 16;
+
+/// Most distinct sources a scope table shares (a handful in practice; past it, scopes keep
+/// their own).
+const MAX_SHARED_SOURCES: usize = 64;
 
 /// A tool name of a scope and its pending calls (unordered; the rules pick by created time).
 #[derive(Debug, Default)]
@@ -229,6 +233,10 @@ pub(super) struct Scopes {
     pub(super) by_seq: HashMap<u64, ScopeIx>,
     /// Changelog keys of scopes dropped since the last look (their values become tombstones).
     pub(super) dropped: Vec<u64>,
+    /// The sources of its scopes, each held once (up to `MAX_SHARED_SOURCES`): the scopes of a
+    /// source share its text, so finding a scope by key compares against a source that stays in
+    /// cache rather than one of its own per scope.
+    sources: Vec<Source>,
 }
 
 impl Scopes {
@@ -253,7 +261,7 @@ impl Scopes {
         }) {
             return ix;
         }
-        let scope = Scope::new(key);
+        let scope = Scope::new(self.share_source(key));
         let ix = match self.free.pop() {
             Some(ix) => {
                 self.slots[ix as usize] = Some(scope);
@@ -273,6 +281,18 @@ impl Scopes {
         // Nothing refers to it yet: dropped at the end of the step unless an entry does by then.
         self.empty.push(ix);
         ix
+    }
+
+    /// `key` with its source's shared text.
+    fn share_source(&mut self, mut key: ScopeKey) -> ScopeKey {
+        match self.sources.iter().find(|s| **s == key.source) {
+            Some(shared) => key.source = shared.clone(),
+            None if self.sources.len() < MAX_SHARED_SOURCES => {
+                self.sources.push(key.source.clone())
+            }
+            None => {}
+        }
+        key
     }
 
     pub(super) fn unref(&mut self, ix: ScopeIx) {
@@ -375,5 +395,46 @@ mod tests {
         let slot = file(&mut s, "tool-0", 99);
         assert_eq!(s.tool_name(slot), "tool-0");
         assert_eq!(s.calls().map(|p| p.seq).collect::<Vec<_>>(), [99]);
+    }
+}
+
+#[cfg(test)]
+mod sharing {
+    use super::*;
+    use std::sync::Arc;
+    use toolcalls_model::SessionId;
+
+    fn key(source: &str, session: &str) -> ScopeKey {
+        ScopeKey {
+            source: Source::from(source),
+            session: SessionId::from(session),
+            thread: None,
+        }
+    }
+
+    #[test]
+    fn scopes_of_a_source_share_its_text() {
+        let hs = Hasher::default();
+        let mut scopes = Scopes::default();
+        let a = scopes.intern(key("claude-code", "s1"), &hs);
+        let b = scopes.intern(key("claude-code", "s2"), &hs);
+        let c = scopes.intern(key("codex", "s1"), &hs);
+        assert_eq!(scopes.intern(key("claude-code", "s1"), &hs), a);
+        let source = |ix| scopes.get(ix).key.source.0.clone();
+        assert!(Arc::ptr_eq(&source(a), &source(b)));
+        assert_eq!(&*source(c), "codex");
+        assert_eq!(scopes.get(b).key, key("claude-code", "s2"));
+    }
+
+    #[test]
+    fn past_the_bound_a_scope_keeps_its_own() {
+        let hs = Hasher::default();
+        let mut scopes = Scopes::default();
+        for i in 0..MAX_SHARED_SOURCES + 10 {
+            scopes.intern(key(&format!("source-{i}"), "s"), &hs);
+        }
+        assert_eq!(scopes.sources.len(), MAX_SHARED_SOURCES);
+        let last = scopes.intern(key("late", "s"), &hs);
+        assert_eq!(scopes.get(last).key, key("late", "s"));
     }
 }
