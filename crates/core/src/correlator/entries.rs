@@ -22,8 +22,62 @@ pub(super) struct Entries {
     /// probe and rehash. Inserted only through [`Entries::insert_closed`].
     pub(super) closed: SeqMap<Closed>,
     /// The closed calls' sequence numbers, smallest first, for `max_remembered`; entries expired
-    /// meanwhile are skipped when met, and the heap is rebuilt when they outnumber the live ones.
-    closed_order: BinaryHeap<Reverse<u64>>,
+    /// meanwhile are skipped when met, and the order is rebuilt when they outnumber the live ones.
+    closed_order: SeqOrder,
+}
+
+/// Sequence numbers, taken smallest first. Calls mostly close in the order they were made, so
+/// numbers mostly come in ascending: those go to the back of a queue (a push, and a pop from its
+/// front), the few that come late to a heap.
+#[derive(Debug, Default)]
+struct SeqOrder {
+    ascending: VecDeque<u64>,
+    late: BinaryHeap<Reverse<u64>>,
+}
+
+impl SeqOrder {
+    fn push(&mut self, seq: u64) {
+        if self.ascending.back().is_none_or(|&last| last < seq) {
+            self.ascending.push_back(seq);
+        } else {
+            self.late.push(Reverse(seq));
+        }
+    }
+
+    fn first(&self) -> Option<u64> {
+        let late = self.late.peek().map(|r| r.0);
+        match (self.ascending.front().copied(), late) {
+            (Some(a), Some(l)) => Some(a.min(l)),
+            (a, l) => a.or(l),
+        }
+    }
+
+    fn pop(&mut self) {
+        let late = self.late.peek().map(|r| r.0);
+        match (self.ascending.front(), late) {
+            (Some(&a), Some(l)) if l < a => {
+                self.late.pop();
+            }
+            (Some(_), _) => {
+                self.ascending.pop_front();
+            }
+            (None, _) => {
+                self.late.pop();
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.ascending.len() + self.late.len()
+    }
+
+    fn of(mut seqs: Vec<u64>) -> SeqOrder {
+        seqs.sort_unstable();
+        SeqOrder {
+            ascending: seqs.into(),
+            late: BinaryHeap::new(),
+        }
+    }
 }
 
 impl Entries {
@@ -46,15 +100,15 @@ impl Entries {
     /// Remembers closed call `seq`.
     pub(super) fn insert_closed(&mut self, seq: u64, closed: Closed) {
         self.closed.insert(seq, closed);
-        self.closed_order.push(Reverse(seq));
+        self.closed_order.push(seq);
         if self.closed_order.len() > 2 * self.closed.len() + 1024 {
-            self.closed_order = self.closed.keys().map(|&s| Reverse(s)).collect();
+            self.closed_order = SeqOrder::of(self.closed.keys().copied().collect());
         }
     }
 
     /// The oldest remembered closed call (the smallest sequence number).
     pub(super) fn oldest_closed(&mut self) -> Option<u64> {
-        while let Some(&Reverse(seq)) = self.closed_order.peek() {
+        while let Some(seq) = self.closed_order.first() {
             if self.closed.contains_key(&seq) {
                 return Some(seq);
             }
@@ -116,6 +170,48 @@ impl Entries {
         match self.live(seq)? {
             Live::Call(call) => Some(call.record_id),
             Live::Waiting(waiting) => Some(waiting.record_id),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SeqOrder;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    proptest! {
+        /// Pushed in any order, mostly ascending, numbers come out smallest first.
+        #[test]
+        fn takes_the_smallest_first(ops in prop::collection::vec((0u8..8, 0u64..64), 0..400)) {
+            let (mut order, mut model, mut next) = (SeqOrder::default(), BTreeSet::new(), 0u64);
+            for (op, back) in ops {
+                match op {
+                    0..=4 => {
+                        next += 1;
+                        order.push(next * 64);
+                        model.insert(next * 64);
+                    }
+                    5 => {
+                        let seq = (next * 64).saturating_sub(back * 64) + 1 + back % 63;
+                        if model.insert(seq) {
+                            order.push(seq);
+                        }
+                    }
+                    _ => {
+                        prop_assert_eq!(order.first(), model.first().copied());
+                        if model.pop_first().is_some() {
+                            order.pop();
+                        }
+                    }
+                }
+                prop_assert_eq!(order.len(), model.len());
+            }
+            while let Some(seq) = model.pop_first() {
+                prop_assert_eq!(order.first(), Some(seq));
+                order.pop();
+            }
+            prop_assert_eq!(order.first(), None);
         }
     }
 }
