@@ -338,7 +338,8 @@ pub(super) fn watermark(clocks: &[Option<Timestamp>; 2], input_topics: u16) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
-    use toolcalls_model::{SessionId, Source};
+    use std::sync::Arc;
+    use toolcalls_model::SessionId;
 
     fn scope() -> Scope {
         Scope::new(ScopeKey {
@@ -396,13 +397,6 @@ mod tests {
         assert_eq!(s.tool_name(slot), "tool-0");
         assert_eq!(s.calls().map(|p| p.seq).collect::<Vec<_>>(), [99]);
     }
-}
-
-#[cfg(test)]
-mod sharing {
-    use super::*;
-    use std::sync::Arc;
-    use toolcalls_model::SessionId;
 
     fn key(source: &str, session: &str) -> ScopeKey {
         ScopeKey {
