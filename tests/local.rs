@@ -586,7 +586,8 @@ fn threads_give_each_fixture_session_the_records_of_one_thread() {
 }
 
 /// A generated workload over many sessions, cut short so calls are still pending at the end,
-/// with a refused event in it, and bad lines if `bad_lines`.
+/// with a refused event in it, sessions sometimes written with an escape, and bad lines if
+/// `bad_lines`.
 fn many_sessions_with_faults(bad_lines: bool) -> String {
     let w = toolcalls_workload::generate(&toolcalls_workload::Spec {
         seed: 7,
@@ -596,6 +597,16 @@ fn many_sessions_with_faults(bad_lines: bool) -> String {
         ..Default::default()
     });
     let mut lines = w.lines[..w.lines.len() * 9 / 10].to_vec();
+    // Every 7th line names its session with an escape, which the split by session reads only by
+    // decoding the line: its records must still be those of its session.
+    for line in lines.iter_mut().step_by(7) {
+        let at = line.find("\"session\":\"").expect("a session") + "\"session\":\"".len();
+        let first = line[at..].chars().next().expect("a session name");
+        line.replace_range(
+            at..at + first.len_utf8(),
+            &format!("\\u{:04x}", u32::from(first)),
+        );
+    }
     // A call id reused for another tool, right after its announce: refused.
     let at = 2_000
         + lines[2_000..]

@@ -50,15 +50,18 @@ impl Chunk {
 /// over at once, so the event is not boxed (that would cost an allocation per event).
 #[allow(clippy::large_enum_variant)]
 pub(super) enum Item {
-    Event {
-        /// Orders the items of a chunk (and what they cause).
-        tag: u32,
-        /// The line (v1) or the 0-based event number (a native format), for messages.
-        line: usize,
-        pos: Position,
-        event: Event,
-    },
+    Event(Located),
     Bad(Note),
+}
+
+/// An event with where it came from.
+pub(super) struct Located {
+    /// Orders the items of a chunk (and what they cause).
+    pub tag: u32,
+    /// The line (v1) or the 0-based event number (a native format), for messages.
+    pub line: usize,
+    pub pos: Position,
+    pub event: Event,
 }
 
 /// The input files in order, read chunk by chunk.
@@ -263,7 +266,7 @@ fn newlines(bytes: &[u8]) -> usize {
 
 /// The lines of `bytes`, each with its newline (the last one may have none), found with
 /// `memchr`: a byte-at-a-time search for the newline cost as much as reading the input.
-fn lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+pub(super) fn lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
     let mut rest = bytes;
     std::iter::from_fn(move || {
         if rest.is_empty() {
@@ -274,6 +277,39 @@ fn lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
         rest = tail;
         Some(line)
     })
+}
+
+/// Whether a line is blank: blank lines separate nothing in JSON lines.
+pub(super) fn is_blank(line: &[u8]) -> bool {
+    line.iter().all(u8::is_ascii_whitespace)
+}
+
+/// Line `i` (not blank) of a chunk of v1 lines of input `topic` (named `name`) whose first line
+/// is `first_line`, decoded: its event, or the message that says why it is none (fatal under
+/// `strict`).
+pub(super) fn line_item(
+    line_text: &[u8],
+    topic: u16,
+    first_line: usize,
+    i: usize,
+    name: &str,
+    strict: bool,
+) -> Item {
+    let (tag, line) = (i as u32, first_line + i);
+    match Event::decode(line_text) {
+        Ok(event) => Item::Event(Located {
+            tag,
+            line,
+            pos: Position::new(topic, line as i64),
+            event,
+        }),
+        Err(e) => Item::Bad(Note {
+            tag,
+            text: format!("{name}:{line}: {e} [{}]", e.reason()),
+            fatal: strict
+                .then(|| format!("{name}:{line}: bad input; stopping because of --strict")),
+        }),
+    }
 }
 
 /// Decodes `chunk` and hands its items to `each` in input order, until `each` says stop.
@@ -293,25 +329,10 @@ pub(super) fn each_item<E>(
         } => {
             let name = &names[usize::from(topic)];
             for (i, buf) in lines(&bytes).enumerate() {
-                if buf.iter().all(u8::is_ascii_whitespace) {
-                    continue; // blank lines separate nothing in JSON lines
+                if is_blank(buf) {
+                    continue;
                 }
-                let (tag, line) = (i as u32, first_line + i);
-                each(match Event::decode(buf) {
-                    Ok(event) => Item::Event {
-                        tag,
-                        line,
-                        pos: Position::new(topic, line as i64),
-                        event,
-                    },
-                    Err(e) => Item::Bad(Note {
-                        tag,
-                        text: format!("{name}:{line}: {e} [{}]", e.reason()),
-                        fatal: strict.then(|| {
-                            format!("{name}:{line}: bad input; stopping because of --strict")
-                        }),
-                    }),
-                })?;
+                each(line_item(buf, topic, first_line, i, name, strict))?;
             }
         }
         Chunk::Events {
@@ -330,12 +351,12 @@ pub(super) fn each_item<E>(
             }
             for (i, event) in events.into_iter().enumerate() {
                 let line = first + i;
-                each(Item::Event {
+                each(Item::Event(Located {
                     tag: i as u32 + 1,
                     line,
                     pos: Position::new(topic, line as i64),
                     event,
-                })?;
+                }))?;
             }
         }
     }

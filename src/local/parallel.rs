@@ -1,23 +1,28 @@
 //! `--threads N`, N ≥ 2: N correlators, one per thread, each over the sessions that hash to it.
 //!
 //! ```text
-//!  reader thread ──► chunks (whole lines, in order) ──► any thread decodes a chunk and splits its
-//!                                                       events by hash(source, session) into N shares
-//!  thread w: applies share w of chunk 0, 1, 2 … in order, encodes its records into its output of
-//!            the chunk, each tagged with the line that closed it
+//!  reader thread ──► chunks (whole lines, in order) ──► any thread splits a chunk's lines by
+//!                                                       hash(source, session) into N shares
+//!  thread w: decodes and applies share w of chunk 0, 1, 2 … in order, encodes its records into
+//!            its output of the chunk, each tagged with the line that closed it
 //!  calling thread: writes chunk 0, 1, 2 … once every thread has its output: the records merged
 //!                  back into line order, the messages on stderr
 //! ```
 //!
-//! Decoding — most of the cost — is spread over the threads: a thread that finds the chunk it
-//! needs next not yet decoded decodes the next chunk nobody has taken. A session's events all go
+//! A line's session is read from its text without decoding it (`Event::peek_scope`), so each
+//! thread decodes the lines of its own sessions: an event is made, applied and dropped on one
+//! thread, and its strings never move between cores (splitting decoded events cost the two
+//! threads half again the CPU of one). A line whose session takes decoding to find (an escape in
+//! it, say) is decoded while splitting and handed over as an event, as are a native format's
+//! events. Splitting is spread over the threads: a thread that finds the chunk it needs next not
+//! yet split splits the next chunk nobody has taken. A session's events all go
 //! to one correlator in input order, as the processor gives a partition's correlator its
 //! sessions, so its records are those (and in the order) one correlator gives. Records are
 //! written in the order of the lines that closed them, so the output is what one thread writes,
 //! except what the end of the input closes: each thread's, in thread order. At most
 //! `WINDOW_PER_THREAD` chunks per thread are read ahead of the writer.
 
-use super::input::{each_item, Chunk, Item, Reader};
+use super::input::{each_item, is_blank, line_item, lines, Chunk, Item, Located, Reader};
 use super::output::{write_chunk, Note, Out};
 use super::progress::Progress;
 use super::summary::Summary;
@@ -26,8 +31,8 @@ use anyhow::anyhow;
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::io::Write;
+use std::ops::Range;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use toolcalls_core::Position;
 use toolcalls_model::record::Origin;
 use toolcalls_model::redact::Redaction;
 use toolcalls_model::{Event, ToolCallRecord};
@@ -35,21 +40,39 @@ use toolcalls_model::{Event, ToolCallRecord};
 /// Chunks in flight (read, decoded or applied but not yet written), per thread.
 const WINDOW_PER_THREAD: usize = 4;
 
-/// An event of a chunk, on its way to the thread of its session.
-struct Routed {
+/// A line of a chunk of v1 lines on its way, undecoded, to the thread of its session: its tag
+/// (its index in the chunk) and where its text lies.
+struct Span {
     tag: u32,
-    line: usize,
-    pos: Position,
-    event: Event,
+    text: Range<usize>,
+}
+
+/// A chunk of v1 lines, shared by the threads that decode its lines.
+struct Lines {
+    topic: u16,
+    first_line: usize,
+    bytes: Vec<u8>,
+}
+
+/// A thread's part of a chunk, each list in input order.
+#[derive(Default)]
+struct Share {
+    /// The chunk's lines, when `spans` are some of them.
+    lines: Option<Arc<Lines>>,
+    /// Lines whose session their text named plainly (nearly all): the thread decodes them.
+    spans: Vec<Span>,
+    /// Events decoded while splitting: a native format's, and lines whose session took decoding
+    /// to find.
+    events: Vec<Located>,
 }
 
 /// A chunk on its way from the reader to the writer.
 struct Slot {
-    /// Until a thread takes it to decode it.
+    /// Until a thread takes it to split it.
     chunk: Option<Chunk>,
-    /// Once decoded: each thread's events (taken by the thread).
-    shares: Option<Vec<Vec<Routed>>>,
-    /// Decoding's messages (bad lines).
+    /// Once split: each thread's share (taken by the thread).
+    shares: Option<Vec<Share>>,
+    /// The messages about bad lines found while splitting.
     notes: Vec<Note>,
     bad_lines: u64,
     /// Each thread's output, once it has applied its share.
@@ -61,8 +84,8 @@ struct State {
     /// The number of the chunk in `slots[0]`.
     base: u64,
     slots: VecDeque<Slot>,
-    /// The next chunk to decode.
-    next_decode: u64,
+    /// The next chunk to split.
+    next_split: u64,
     /// The reader has read everything (or failed: `read_error`).
     read_all: bool,
     read_error: Option<anyhow::Error>,
@@ -81,7 +104,7 @@ struct Shared {
     state: Mutex<State>,
     /// The reader waits for room in the window.
     room: Condvar,
-    /// The threads wait for a chunk to decode or their share of the next one.
+    /// The threads wait for a chunk to split or their share of the next one.
     work: Condvar,
     /// The writer waits for every thread's output of the next chunk.
     done: Condvar,
@@ -106,8 +129,8 @@ impl Shared {
 }
 
 /// What a thread gets next.
-enum Share {
-    Events(Vec<Routed>),
+enum Next {
+    Share(Share),
     End,
     Stop,
 }
@@ -129,7 +152,7 @@ pub(super) fn run(
         state: Mutex::new(State {
             base: 0,
             slots: VecDeque::new(),
-            next_decode: 0,
+            next_split: 0,
             read_all: false,
             read_error: None,
             stop: false,
@@ -238,21 +261,12 @@ fn work(me: usize, shared: &Shared, setup: &Setup) -> Option<Finished> {
     let mut worker = Worker::new(setup);
     let mut out = Out::default();
     for k in 0.. {
-        let events = match take_share(k, me, shared, setup) {
-            Share::Events(events) => events,
-            Share::End => break,
-            Share::Stop => return None,
+        let share = match take_share(k, me, shared, setup) {
+            Next::Share(share) => share,
+            Next::End => break,
+            Next::Stop => return None,
         };
-        let mut stopped = false;
-        for r in events {
-            if worker
-                .apply(r.tag, r.line, r.pos, r.event, &mut out)
-                .is_err()
-            {
-                stopped = true;
-                break;
-            }
-        }
+        let stopped = apply_share(&mut worker, share, setup, &mut out);
         let mut st = shared.lock();
         let next = st.spare[me].pop().unwrap_or_default();
         let base = st.base;
@@ -276,32 +290,67 @@ fn work(me: usize, shared: &Shared, setup: &Setup) -> Option<Finished> {
     Some((out, std::mem::take(&mut worker.summary), pending))
 }
 
-/// Thread `me`'s events of chunk `k`; while that chunk is not decoded yet, decodes the next one
+/// Decodes and applies thread `me`'s share of a chunk in input order; `true` when the run stops
+/// in it (`--strict`: the fatal message is in `out`).
+fn apply_share(worker: &mut Worker, share: Share, setup: &Setup, out: &mut Out) -> bool {
+    let Share {
+        lines,
+        spans,
+        events,
+    } = share;
+    let mut events = events.into_iter().peekable();
+    for span in spans {
+        while let Some(e) = events.next_if(|e| e.tag < span.tag) {
+            if worker.apply(e, out).is_err() {
+                return true;
+            }
+        }
+        let lines = lines
+            .as_deref()
+            .expect("spans come with their chunk's lines");
+        let name = &setup.names.names[usize::from(lines.topic)];
+        let text = &lines.bytes[span.text];
+        let item = line_item(
+            text,
+            lines.topic,
+            lines.first_line,
+            span.tag as usize,
+            name,
+            setup.strict,
+        );
+        if worker.take(item, out).is_err() {
+            return true;
+        }
+    }
+    events.any(|e| worker.apply(e, out).is_err())
+}
+
+/// Thread `me`'s share of chunk `k`; while that chunk is not split yet, splits the next one
 /// nobody has taken.
-fn take_share(k: u64, me: usize, shared: &Shared, setup: &Setup) -> Share {
+fn take_share(k: u64, me: usize, shared: &Shared, setup: &Setup) -> Next {
     let mut st = shared.lock();
     loop {
         if st.stop {
-            return Share::Stop;
+            return Next::Stop;
         }
         let state = &mut *st;
         match state.slots.get_mut((k - state.base) as usize) {
             Some(Slot {
                 shares: Some(shares),
                 ..
-            }) => return Share::Events(std::mem::take(&mut shares[me])),
+            }) => return Next::Share(std::mem::take(&mut shares[me])),
             Some(_) => {}
-            None if state.read_all && state.read_error.is_none() => return Share::End,
-            None if state.read_all => return Share::Stop,
+            None if state.read_all && state.read_error.is_none() => return Next::End,
+            None if state.read_all => return Next::Stop,
             None => {}
         }
         let base = st.base;
-        let j = st.next_decode;
+        let j = st.next_split;
         if let Some(slot) = st.slots.get_mut((j - base) as usize) {
-            let chunk = slot.chunk.take().expect("a chunk not yet decoded");
-            st.next_decode += 1;
+            let chunk = slot.chunk.take().expect("a chunk not yet split");
+            st.next_split += 1;
             drop(st);
-            let (shares, notes, bad_lines) = decode(chunk, setup, shared.threads);
+            let (shares, notes, bad_lines) = split(chunk, setup, shared.threads);
             st = shared.lock();
             let base = st.base;
             let slot = &mut st.slots[(j - base) as usize];
@@ -315,43 +364,85 @@ fn take_share(k: u64, me: usize, shared: &Shared, setup: &Setup) -> Share {
     }
 }
 
-/// A chunk's events split by thread, its bad lines' messages and their number.
-fn decode(chunk: Chunk, setup: &Setup, threads: usize) -> (Vec<Vec<Routed>>, Vec<Note>, u64) {
+/// A chunk split by thread, the messages about the bad lines found while splitting it and their
+/// number.
+fn split(chunk: Chunk, setup: &Setup, threads: usize) -> (Vec<Share>, Vec<Note>, u64) {
     // Sessions spread about evenly: a quarter more than an even share rarely grows.
-    let share = chunk.items() / threads + chunk.items() / threads / 4;
-    let mut shares: Vec<Vec<Routed>> = (0..threads).map(|_| Vec::with_capacity(share)).collect();
+    let per_thread = chunk.items() / threads + chunk.items() / threads / 4;
+    let mut shares: Vec<Share> = (0..threads).map(|_| Share::default()).collect();
     let (mut notes, mut bad_lines) = (Vec::new(), 0);
-    let names = &setup.names.names;
-    let _ = each_item::<Infallible>(chunk, names, setup.strict, |item| {
-        match item {
-            Item::Event {
-                tag,
-                line,
-                pos,
-                event,
-            } => shares[thread_of(&event, threads)].push(Routed {
-                tag,
-                line,
-                pos,
-                event,
-            }),
-            Item::Bad(note) => {
-                bad_lines += 1;
-                notes.push(note);
+    let mut route = |item: Item, shares: &mut [Share]| match item {
+        Item::Event(e) => {
+            let w = thread_of(e.event.source.as_str(), e.event.session.as_str(), threads);
+            shares[w].events.push(e);
+        }
+        Item::Bad(note) => {
+            bad_lines += 1;
+            notes.push(note);
+        }
+    };
+    match chunk {
+        Chunk::Lines {
+            topic,
+            first_line,
+            bytes,
+            ..
+        } => {
+            shares.iter_mut().for_each(|s| s.spans.reserve(per_thread));
+            let chunk = Arc::new(Lines {
+                topic,
+                first_line,
+                bytes,
+            });
+            let name = &setup.names.names[usize::from(topic)];
+            let mut at = 0;
+            for (i, text) in lines(&chunk.bytes).enumerate() {
+                let span = at..at + text.len();
+                at = span.end;
+                if is_blank(text) {
+                    continue;
+                }
+                match Event::peek_scope(text) {
+                    Some((source, session)) => {
+                        shares[thread_of(source, session, threads)]
+                            .spans
+                            .push(Span {
+                                tag: i as u32,
+                                text: span,
+                            });
+                    }
+                    None => route(
+                        line_item(text, topic, first_line, i, name, setup.strict),
+                        &mut shares,
+                    ),
+                }
+            }
+            for share in shares.iter_mut().filter(|s| !s.spans.is_empty()) {
+                share.lines = Some(Arc::clone(&chunk));
             }
         }
-        Ok(())
-    });
+        events => {
+            shares.iter_mut().for_each(|s| s.events.reserve(per_thread));
+            let names = &setup.names.names;
+            let _ = each_item::<Infallible>(events, names, setup.strict, |item| {
+                route(item, &mut shares);
+                Ok(())
+            });
+        }
+    }
     (shares, notes, bad_lines)
 }
 
-/// The thread of an event's session: FNV-1a of (source, session), so that a given input and
-/// thread count always split the same way.
-fn thread_of(event: &Event, threads: usize) -> usize {
+/// The thread of a session: FNV-1a of (source, session), so that a given input and thread count
+/// always split the same way.
+fn thread_of(source: &str, session: &str, threads: usize) -> usize {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let source = event.source.as_str().as_bytes();
-    let session = event.session.as_str().as_bytes();
-    for &b in source.iter().chain(&[0xff]).chain(session) {
+    for &b in source
+        .as_bytes()
+        .iter()
+        .chain(&[0xff])
+        .chain(session.as_bytes())
+    {
         h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
     }
     h ^= h >> 32;

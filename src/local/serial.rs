@@ -1,11 +1,11 @@
 //! `--threads 1`: one correlator on the calling thread, which reads, decodes, correlates and
 //! writes in turn — the input in its order, records as they come.
 
-use super::input::{each_item, Item, Reader};
+use super::input::{each_item, Reader};
 use super::output::{write_chunk, Out};
 use super::progress::Progress;
 use super::summary::Summary;
-use super::worker::{Setup, Stop, Worker};
+use super::worker::{Setup, Worker};
 use std::io::Write;
 use toolcalls_model::ToolCallRecord;
 
@@ -18,27 +18,12 @@ pub(super) fn run(
     progress: &mut Progress,
 ) -> anyhow::Result<(Summary, Vec<ToolCallRecord>)> {
     let mut worker = Worker::new(setup);
-    let mut bad_lines = 0;
     // One output buffer for every chunk: grown once, not from empty at every chunk.
     let mut out = Out::default();
     while let Some(chunk) = reader.next_chunk()? {
         out.clear();
-        let _stopped = each_item(chunk, &setup.names.names, setup.strict, |item| match item {
-            Item::Event {
-                tag,
-                line,
-                pos,
-                event,
-            } => worker.apply(tag, line, pos, event, &mut out),
-            Item::Bad(note) => {
-                bad_lines += 1;
-                let fatal = note.fatal.is_some();
-                out.notes.push(note);
-                if fatal {
-                    return Err(Stop);
-                }
-                Ok(())
-            }
+        let _stopped = each_item(chunk, &setup.names.names, setup.strict, |item| {
+            worker.take(item, &mut out)
         });
         // A stop is in the notes: writing them returns its error.
         write(sink, &mut out, setup)?;
@@ -48,9 +33,7 @@ pub(super) fn run(
     let _stopped = worker.finish(&mut out);
     write(sink, &mut out, setup)?;
     let pending = worker.pending(20);
-    let mut summary = std::mem::take(&mut worker.summary);
-    summary.bad_lines += bad_lines;
-    Ok((summary, pending))
+    Ok((std::mem::take(&mut worker.summary), pending))
 }
 
 /// Writes the one thread's output of a chunk.

@@ -2,13 +2,14 @@
 //! their outcomes, name, redact and encode the records it publishes — into an [`Out`] per
 //! chunk, each record and message tagged with the input line that caused it.
 
+use super::input::{Item, Located};
 use super::output::{Note, Out};
 use super::summary::Summary;
 use std::sync::Arc;
-use toolcalls_core::{Config, Correlator, Effects, FinishMode, Outcome, Position};
+use toolcalls_core::{Config, Correlator, Effects, FinishMode, Outcome};
 use toolcalls_model::record::{FileEvents, FileLines, Origin};
 use toolcalls_model::redact::Redaction;
-use toolcalls_model::{Event, Phase, ToolCallRecord};
+use toolcalls_model::{Phase, ToolCallRecord};
 
 /// The tag of what the end of the input makes.
 pub(super) const END_TAG: u32 = 0;
@@ -77,14 +78,33 @@ impl<'a> Worker<'a> {
         }
     }
 
-    /// Applies `event` (line `line` of its input, tagged `tag` in its chunk) and writes what
-    /// it publishes to `out`.
+    /// Takes one item of the input: applies its event, or counts the bad line and puts its
+    /// message in `out` (a `--strict` stop when the message is fatal).
+    pub fn take(&mut self, item: Item, out: &mut Out) -> Result<(), Stop> {
+        match item {
+            Item::Event(event) => self.apply(event, out),
+            Item::Bad(note) => {
+                self.summary.bad_lines += 1;
+                let fatal = note.fatal.is_some();
+                out.notes.push(note);
+                if fatal {
+                    return Err(Stop);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Applies an event (tagged `tag` in its chunk, from line `line` of its input) and writes
+    /// what it publishes to `out`.
     pub fn apply(
         &mut self,
-        tag: u32,
-        line: usize,
-        pos: Position,
-        event: Event,
+        Located {
+            tag,
+            line,
+            pos,
+            event,
+        }: Located,
         out: &mut Out,
     ) -> Result<(), Stop> {
         self.summary.events += 1;

@@ -162,7 +162,7 @@ pub(crate) fn value_end(bytes: &[u8], mut at: usize) -> Option<usize> {
 }
 
 /// Past the JSON whitespace at `at`.
-fn skip_whitespace(bytes: &[u8], mut at: usize) -> usize {
+pub(crate) fn skip_whitespace(bytes: &[u8], mut at: usize) -> usize {
     while let Some(b' ' | b'\t' | b'\n' | b'\r') = bytes.get(at) {
         at += 1;
     }

@@ -2,7 +2,8 @@
 //! one event of every kind) must never panic `Event::decode`, must decode to the event serde's
 //! derived decoder alone gives (or be refused where it refuses them), and what decodes must encode
 //! (as serde_json writes it) and decode again to the same event, with a checksum and a lossy tree for its arguments and result,
-//! and the canonical text of each, read straight from its text, must be the one its tree gives.
+//! and the canonical text of each, read straight from its text, must be the one its tree gives;
+//! where the scope peek names a source and session, they are the event's.
 //! Redacted as the producers redact it, an event must still encode and decode again, keep the
 //! checksum its arguments gave it, and be left alone by the same rules a second time.
 //!
@@ -66,6 +67,15 @@ fn check_event(bytes: &[u8], dead_letter: bool) {
             return;
         }
     };
+    // Local mode splits lines by this peek before decoding them: it must name the event's scope.
+    if let Some(peeked) = Event::peek_scope(bytes) {
+        assert_eq!(
+            peeked,
+            (event.source.as_str(), event.session.as_str()),
+            "the scope peek misreads {}",
+            String::from_utf8_lossy(bytes)
+        );
+    }
     let encoded = event.encode();
     assert_eq!(
         encoded,

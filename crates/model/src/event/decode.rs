@@ -42,6 +42,19 @@ impl Event {
     }
 }
 
+impl Event {
+    /// The source and session of the event `bytes` decodes to, found without decoding it —
+    /// what splits input by session over threads before each thread decodes its own lines.
+    ///
+    /// `None` when finding them takes decoding: an escape in either value or in a key before
+    /// them, a field given twice, anything but a JSON object that names both as strings. When
+    /// [`Event::decode`] gives an event, a `Some` here is its `source` and `session`; when it
+    /// refuses the message, a `Some` means nothing.
+    pub fn peek_scope(bytes: &[u8]) -> Option<(&str, &str)> {
+        super::direct::scope(bytes)
+    }
+}
+
 impl EventKind {
     /// The kind named `s` on the wire.
     pub(super) fn parse(s: &str) -> Option<Self> {

@@ -22,7 +22,7 @@ use super::wire::{KindName, RawEvent};
 use super::EventKind;
 use crate::checksum::Checksum;
 use crate::json::Json;
-use crate::jsonscan::{string_stop, unicode_escape, value_end, Cursor};
+use crate::jsonscan::{skip_whitespace, string_stop, unicode_escape, value_end, Cursor};
 use crate::time::Timestamp;
 use serde::de::DeserializeOwned;
 use std::borrow::Cow;
@@ -42,6 +42,65 @@ pub(super) fn read(text: &str) -> Option<RawEvent> {
     let mut raw = RawEvent::default();
     r.object(&mut raw)?;
     r.cur.at_end().then_some(raw)
+}
+
+/// The `source` and `session` of a message, found by walking its top-level keys up to them: what
+/// [`Event::peek_scope`](super::Event::peek_scope) gives.
+///
+/// Only the plain case is read: both values strings without escapes, every key before them
+/// without escapes. Anything else is `None`. The values are exactly what `decode` puts in the
+/// event when it gives one: it reads the same keys (an escaped key may spell one of them, hence
+/// `None` on the first), refuses a repeated field, and keeps a string without escapes as it
+/// stands. What comes after both is not looked at: if it is not a valid event, `decode` refuses
+/// the message, and the peek gave no event's scope.
+pub(super) fn scope(bytes: &[u8]) -> Option<(&str, &str)> {
+    let mut at = skip_whitespace(bytes, 0);
+    if bytes.get(at) != Some(&b'{') {
+        return None;
+    }
+    let (mut source, mut session) = (None, None);
+    loop {
+        at = skip_whitespace(bytes, at + 1);
+        let (key, after) = plain_string(bytes, at)?;
+        at = skip_whitespace(bytes, after);
+        if bytes.get(at) != Some(&b':') {
+            return None;
+        }
+        at = skip_whitespace(bytes, at + 1);
+        let slot = match key {
+            b"source" => &mut source,
+            b"session" => &mut session,
+            _ => {
+                at = skip_whitespace(bytes, value_end(bytes, at)?);
+                if bytes.get(at) != Some(&b',') {
+                    return None;
+                }
+                continue;
+            }
+        };
+        if slot.is_some() {
+            return None;
+        }
+        let (value, after) = plain_string(bytes, at)?;
+        *slot = Some(std::str::from_utf8(value).ok()?);
+        if let (Some(source), Some(session)) = (source, session) {
+            return Some((source, session));
+        }
+        at = skip_whitespace(bytes, after);
+        if bytes.get(at) != Some(&b',') {
+            return None;
+        }
+    }
+}
+
+/// The characters of the string at `at` (its opening quote) and the place after it, when it
+/// holds no escape.
+fn plain_string(bytes: &[u8], at: usize) -> Option<(&[u8], usize)> {
+    if bytes.get(at) != Some(&b'"') {
+        return None;
+    }
+    let stop = string_stop(bytes, at + 1)?;
+    (bytes[stop] == b'"').then(|| (&bytes[at + 1..stop], stop + 1))
 }
 
 struct Reader<'t> {
@@ -262,6 +321,7 @@ mod tests {
     /// Where the direct reader reads a message, it reads what serde reads; where serde refuses
     /// one, it gives up. Whether it read the message.
     fn agree(text: &str) -> bool {
+        peek_agrees(text);
         let by_serde = serde_json::from_str::<RawEvent>(text).ok();
         match super::read(text) {
             Some(raw) => {
@@ -272,7 +332,70 @@ mod tests {
         }
     }
 
+    /// Where the scope peek reads a message that decodes, it reads the event's scope.
+    fn peek_agrees(text: &str) {
+        if let (Some(peeked), Ok(event)) = (
+            Event::peek_scope(text.as_bytes()),
+            Event::decode(text.as_bytes()),
+        ) {
+            assert_eq!(
+                peeked,
+                (event.source.as_str(), event.session.as_str()),
+                "{text}"
+            );
+        }
+    }
+
     const TIME: &str = r#""time":"2026-05-10T10:00:00.067Z""#;
+
+    #[test]
+    fn peeks_at_the_scope_of_plain_messages_only() {
+        fn peek(text: &str) -> Option<(&str, &str)> {
+            Event::peek_scope(text.as_bytes())
+        }
+        for text in [
+            format!(
+                r#"{{"v":1,"kind":"announce","source":"claude-code","session":"s1",{TIME},"tool":"t"}}"#
+            ),
+            format!(
+                r#" {{ "session" : "s1" , "args" : {{"source":"no","session":"no"}} , "source":"claude-code" , {TIME} "#
+            ),
+            r#"{"result":"\"x\" \u00e9","v":1,"session":"s1","source":"claude-code"}"#.to_owned(),
+        ] {
+            peek_agrees(&text);
+            assert_eq!(peek(&text), Some(("claude-code", "s1")), "{text}");
+        }
+        // Non-ASCII as it stands.
+        assert_eq!(
+            peek(r#"{"source":"é","session":"日本"}"#),
+            Some(("é", "日本"))
+        );
+        for text in [
+            // Escapes in a value or in a key before both (`\u0073ource` is `source`).
+            r#"{"source":"s","session":"\u0073"}"#,
+            r#"{"\u0073ource":"s","source":"s","session":"x"}"#,
+            r#"{"v\u0000":1,"source":"s","session":"x"}"#,
+            // Given twice, or not as strings, or not at all.
+            r#"{"source":"s","source":"t","session":"x"}"#,
+            r#"{"source":null,"session":"x"}"#,
+            r#"{"source":"s","session":7}"#,
+            r#"{"source":"s"}"#,
+            r#"{"v":1,"kind":"turn_end"}"#,
+            // Not an object, or not JSON before both are found.
+            r#"["source","s","session","x"]"#,
+            r#"{"v":1 "source":"s","session":"x"}"#,
+            r#"{"v":tru,"source":"s","session":"x"}"#,
+            "{\"source\":\"s\u{1}\",\"session\":\"x\"}",
+            "",
+        ] {
+            assert_eq!(peek(text), None, "{text}");
+        }
+        // Invalid UTF-8 in a value.
+        assert_eq!(
+            Event::peek_scope(b"{\"source\":\"\xff\",\"session\":\"x\"}"),
+            None
+        );
+    }
 
     #[test]
     fn reads_the_common_messages_as_serde_does() {
@@ -395,7 +518,8 @@ mod tests {
             ])
             .prop_map(|k| format!("\"{k}\"")),
             1 => "[a-zA-Z]{0,8}".prop_map(|k| format!("\"{k}\"")),
-            1 => Just(r#""\u0076""#.to_owned()),
+            1 => prop::sample::select(vec![r#""\u0076""#, r#""\u0073ource""#, r#""sess\u0069on""#])
+                .prop_map(str::to_owned),
         ]
     }
 
