@@ -29,9 +29,10 @@ use toolcalls_processor::core_settings::CoreArgs;
 use toolcalls_processor::redact_settings::RedactArgs;
 use worker::{InputNames, Setup};
 
-/// The output's buffer: smaller than what a chunk of input makes (its records go to the file at
-/// once, not copied through the buffer), large enough to gather the short runs of records that
-/// `--threads N` writes as it merges the threads' outputs back into line order.
+/// The output's buffer: smaller than what a chunk of input makes, so that a chunk's records go to
+/// the file at once (in one vectored write of the runs `--threads N` merges back into line
+/// order), not copied through the buffer; large enough to gather the records of the small chunks
+/// a slow pipe gives.
 const SINK_BUFFER: usize = 64 << 10;
 
 #[derive(Debug, clap::Args)]

@@ -4,7 +4,7 @@
 
 use crate::say::say;
 use anyhow::{anyhow, Context};
-use std::io::Write;
+use std::io::{self, IoSlice, Write};
 use toolcalls_model::redact::Redaction;
 
 /// A message for stderr about the input line `tag` of a chunk (a bad line, a refused event).
@@ -74,9 +74,11 @@ pub(super) fn write_chunk(
     Ok(())
 }
 
-/// Writes the records of `outs` with a tag below `cut`, merged by tag: each step writes the
-/// longest run of one thread's records that comes before every other thread's next one.
+/// Writes the records of `outs` with a tag below `cut`, merged by tag: each step takes the
+/// longest run of one thread's records that comes before every other thread's next one. The runs
+/// go to the sink in one vectored write, so a chunk's records are not copied through its buffer.
 fn write_records(sink: &mut dyn Write, outs: &[Out], cut: u32) -> anyhow::Result<()> {
+    let mut runs = Vec::new();
     let mut next = vec![0usize; outs.len()];
     loop {
         let mut first: Option<(usize, u32)> = None;
@@ -98,7 +100,7 @@ fn write_records(sink: &mut dyn Write, outs: &[Out], cut: u32) -> anyhow::Result
             }
         }
         let Some((w, _)) = first else {
-            return Ok(());
+            return write_all_vectored(sink, &mut runs).context("cannot write the records");
         };
         let records = &outs[w].records;
         let from = next[w].checked_sub(1).map_or(0, |i| records[i].1);
@@ -107,7 +109,80 @@ fn write_records(sink: &mut dyn Write, outs: &[Out], cut: u32) -> anyhow::Result
             to += 1;
         }
         next[w] = to;
-        sink.write_all(&outs[w].bytes[from..records[to - 1].1])
-            .context("cannot write the records")?;
+        runs.push(IoSlice::new(&outs[w].bytes[from..records[to - 1].1]));
+    }
+}
+
+/// Writes all of `slices`, however many the sink takes at a time.
+fn write_all_vectored(sink: &mut dyn Write, mut slices: &mut [IoSlice<'_>]) -> io::Result<()> {
+    while !slices.is_empty() {
+        match sink.write_vectored(slices) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut slices, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{write_records, Out};
+    use std::io::{self, IoSlice, Write};
+
+    /// A sink that takes at most three bytes a call, interrupting every other call.
+    #[derive(Default)]
+    struct Trickle {
+        got: Vec<u8>,
+        calls: usize,
+    }
+
+    impl Write for Trickle {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.calls += 1;
+            if self.calls % 2 == 0 {
+                return Err(io::ErrorKind::Interrupted.into());
+            }
+            let n = buf.len().min(3);
+            self.got.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+
+        fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+            let first = bufs.iter().find(|b| !b.is_empty()).map_or(&[][..], |b| b);
+            self.write(first)
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn out(records: &[(u32, &str)]) -> Out {
+        let mut out = Out::default();
+        for &(tag, text) in records {
+            out.bytes.extend_from_slice(text.as_bytes());
+            out.end_record(tag);
+        }
+        out
+    }
+
+    #[test]
+    fn records_merge_into_line_order_through_a_sink_that_takes_a_little_at_a_time() {
+        let outs = [
+            out(&[(1, "a1\n"), (2, "a2\n"), (6, "a6\n")]),
+            out(&[(3, "b3\n"), (4, "b4\n"), (7, "b7\n")]),
+        ];
+        let mut sink = Trickle::default();
+        write_records(&mut sink, &outs, u32::MAX).unwrap();
+        assert_eq!(
+            String::from_utf8(sink.got).unwrap(),
+            "a1\na2\nb3\nb4\na6\nb7\n"
+        );
+        // Records at and after the cut (a `--strict` stop) are not written.
+        let mut sink = Trickle::default();
+        write_records(&mut sink, &outs, 4).unwrap();
+        assert_eq!(String::from_utf8(sink.got).unwrap(), "a1\na2\nb3\n");
     }
 }
