@@ -1,7 +1,7 @@
 //! `toolcalls local` fed mutated inputs, as a user would run it: v1 event files and native files
 //! (the real recordings in `../shared/fixtures` when present, the adapters' own samples), each
-//! with a random `--format`. The binary must never panic (exit 101): bad lines are reported and
-//! counted, the rest correlated.
+//! with a random `--format` and one to three threads. The binary must never panic (exit 101): bad
+//! lines are reported and counted, the rest correlated.
 //!
 //! Each case starts a process, so the bounded run in `cargo test` is a few dozen cases; the fuzz
 //! tests of the crates (`crates/model`, `crates/adapters`, `crates/core` `tests/fuzz*.rs`) drive
@@ -82,7 +82,10 @@ fn run_local(dir: &Path, format: &str, input: &[u8]) {
             command.env_remove(var);
         }
     }
-    command.args(["local", "--format", format]);
+    // One correlator or several, whatever the machine's cores (several split lines by session
+    // before decoding them).
+    let threads = (input.len() / 2 % 3 + 1).to_string();
+    command.args(["local", "--format", format, "--threads", &threads]);
     let from_stdin = input.len() % 2 == 0;
     if !from_stdin {
         command.arg(&file);
@@ -101,7 +104,7 @@ fn run_local(dir: &Path, format: &str, input: &[u8]) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.code() != Some(101) && !stderr.contains("panicked"),
-        "toolcalls local --format {format} panicked ({}): {}",
+        "toolcalls local --format {format} --threads {threads} panicked ({}): {}",
         out.status,
         stderr.chars().take(2000).collect::<String>()
     );

@@ -11,16 +11,17 @@
 //!
 //! A line's session is read from its text without decoding it (`Event::peek_scope`), so each
 //! thread decodes the lines of its own sessions: an event is made, applied and dropped on one
-//! thread, and its strings never move between cores (splitting decoded events cost the two
-//! threads half again the CPU of one). A line whose session takes decoding to find (an escape in
-//! it, say) is decoded while splitting and handed over as an event, as are a native format's
-//! events. Splitting is spread over the threads: a thread that finds the chunk it needs next not
-//! yet split splits the next chunk nobody has taken. A session's events all go
-//! to one correlator in input order, as the processor gives a partition's correlator its
-//! sessions, so its records are those (and in the order) one correlator gives. Records are
-//! written in the order of the lines that closed them, so the output is what one thread writes,
-//! except what the end of the input closes: each thread's, in thread order. At most
-//! `WINDOW_PER_THREAD` chunks per thread are read ahead of the writer.
+//! thread, and its strings never move between cores (events handed between threads cost two
+//! threads up to half again the CPU of one). A line whose session takes decoding to find (an
+//! escape in it, say) is decoded while splitting and handed over as an event, as are a native
+//! format's events. Splitting is spread over the threads: a thread that finds the chunk it needs
+//! next not yet split splits the next chunk nobody has taken.
+//!
+//! A session's events all go to one correlator in input order, as the processor gives a
+//! partition's correlator its sessions, so its records are those (and in the order) one
+//! correlator gives. Records are written in the order of the lines that closed them, so the
+//! output is what one thread writes, except what the end of the input closes: each thread's, in
+//! thread order. At most `WINDOW_PER_THREAD` chunks per thread are read ahead of the writer.
 
 use super::input::{each_item, is_blank, line_item, lines, Chunk, Item, Located, Reader};
 use super::output::{write_chunk, Note, Out};
