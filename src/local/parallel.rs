@@ -61,13 +61,17 @@ struct Lines {
 /// A thread's part of a chunk, each list in input order.
 #[derive(Default)]
 struct Share {
-    /// The chunk's lines, when `spans` are some of them.
-    lines: Option<Arc<Lines>>,
     /// Lines whose session their text named plainly (nearly all): the thread decodes them.
-    spans: Vec<Span>,
+    lines: Option<LineShare>,
     /// Events decoded while splitting: a native format's, and lines whose session took decoding
     /// to find.
     events: Vec<Located>,
+}
+
+/// Lines of a chunk for one thread to decode.
+struct LineShare {
+    chunk: Arc<Lines>,
+    spans: Vec<Span>,
 }
 
 /// A chunk on its way from the reader to the writer.
@@ -297,33 +301,22 @@ fn work(me: usize, shared: &Shared, setup: &Setup) -> Option<Finished> {
 /// Decodes and applies thread `me`'s share of a chunk in input order; `true` when the run stops
 /// in it (`--strict`: the fatal message is in `out`).
 fn apply_share(worker: &mut Worker, share: Share, setup: &Setup, out: &mut Out) -> bool {
-    let Share {
-        lines,
-        spans,
-        events,
-    } = share;
+    let Share { lines, events } = share;
     let mut events = events.into_iter().peekable();
-    for span in spans {
-        while let Some(e) = events.next_if(|e| e.tag < span.tag) {
-            if worker.apply(e, out).is_err() {
+    if let Some(LineShare { chunk, spans }) = lines {
+        let name = &setup.names.names[usize::from(chunk.topic)];
+        for span in spans {
+            while let Some(e) = events.next_if(|e| e.tag < span.tag) {
+                if worker.apply(e, out).is_err() {
+                    return true;
+                }
+            }
+            let text = &chunk.bytes[span.text];
+            let i = span.tag as usize;
+            let item = line_item(text, chunk.topic, chunk.first_line, i, name, setup.strict);
+            if worker.take(item, out).is_err() {
                 return true;
             }
-        }
-        let lines = lines
-            .as_deref()
-            .expect("spans come with their chunk's lines");
-        let name = &setup.names.names[usize::from(lines.topic)];
-        let text = &lines.bytes[span.text];
-        let item = line_item(
-            text,
-            lines.topic,
-            lines.first_line,
-            span.tag as usize,
-            name,
-            setup.strict,
-        );
-        if worker.take(item, out).is_err() {
-            return true;
         }
     }
     events.any(|e| worker.apply(e, out).is_err())
@@ -392,7 +385,9 @@ fn split(chunk: Chunk, setup: &Setup, threads: usize) -> (Vec<Share>, Vec<Note>,
             bytes,
             ..
         } => {
-            shares.iter_mut().for_each(|s| s.spans.reserve(per_thread));
+            let mut spans: Vec<Vec<Span>> = (0..threads)
+                .map(|_| Vec::with_capacity(per_thread))
+                .collect();
             let chunk = Arc::new(Lines {
                 topic,
                 first_line,
@@ -408,12 +403,10 @@ fn split(chunk: Chunk, setup: &Setup, threads: usize) -> (Vec<Share>, Vec<Note>,
                 }
                 match Event::peek_scope(text) {
                     Some((source, session)) => {
-                        shares[thread_of(source, session, threads)]
-                            .spans
-                            .push(Span {
-                                tag: i as u32,
-                                text: span,
-                            });
+                        spans[thread_of(source, session, threads)].push(Span {
+                            tag: i as u32,
+                            text: span,
+                        })
                     }
                     None => route(
                         line_item(text, topic, first_line, i, name, setup.strict),
@@ -421,8 +414,11 @@ fn split(chunk: Chunk, setup: &Setup, threads: usize) -> (Vec<Share>, Vec<Note>,
                     ),
                 }
             }
-            for share in shares.iter_mut().filter(|s| !s.spans.is_empty()) {
-                share.lines = Some(Arc::clone(&chunk));
+            for (share, spans) in shares.iter_mut().zip(spans) {
+                if !spans.is_empty() {
+                    let chunk = Arc::clone(&chunk);
+                    share.lines = Some(LineShare { chunk, spans });
+                }
             }
         }
         events => {
