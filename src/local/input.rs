@@ -18,14 +18,7 @@ const CHUNK_EVENTS: usize = 1024;
 
 /// A piece of the input, in input order.
 pub(super) enum Chunk {
-    /// Whole v1 lines of input `topic`, the first of them line `first_line` (1-based).
-    Lines {
-        topic: u16,
-        first_line: usize,
-        /// How many lines `bytes` holds.
-        lines: usize,
-        bytes: Vec<u8>,
-    },
+    Lines(LineChunk),
     /// Events an adapter read from input `topic`, the first of them its event `first`
     /// (0-based), after the errors it reported for the input (on the first chunk of an input).
     Events {
@@ -36,11 +29,20 @@ pub(super) enum Chunk {
     },
 }
 
+/// Whole v1 lines of input `topic`, the first of them line `first_line` (1-based).
+pub(super) struct LineChunk {
+    pub topic: u16,
+    pub first_line: usize,
+    /// How many lines `bytes` holds.
+    pub lines: usize,
+    pub bytes: Vec<u8>,
+}
+
 impl Chunk {
     /// How many items it holds, at most (blank lines are none).
     pub fn items(&self) -> usize {
         match self {
-            Chunk::Lines { lines, .. } => *lines,
+            Chunk::Lines(chunk) => chunk.lines,
             Chunk::Events { events, errors, .. } => events.len() + errors.len(),
         }
     }
@@ -248,12 +250,12 @@ fn cut(topic: u16, bytes: Vec<u8>, lines: &mut usize) -> Chunk {
     let first_line = *lines + 1;
     let count = newlines(&bytes) + usize::from(bytes.last().is_some_and(|&b| b != b'\n'));
     *lines += count;
-    Chunk::Lines {
+    Chunk::Lines(LineChunk {
         topic,
         first_line,
         lines: count,
         bytes,
-    }
+    })
 }
 
 /// The newlines in `bytes`, counted 255 bytes at a time in a byte (which vectorizes well).
@@ -321,18 +323,20 @@ pub(super) fn each_item<E>(
     mut each: impl FnMut(Item) -> Result<(), E>,
 ) -> Result<(), E> {
     match chunk {
-        Chunk::Lines {
-            topic,
-            first_line,
-            bytes,
-            ..
-        } => {
-            let name = &names[usize::from(topic)];
-            for (i, buf) in lines(&bytes).enumerate() {
+        Chunk::Lines(chunk) => {
+            let name = &names[usize::from(chunk.topic)];
+            for (i, buf) in lines(&chunk.bytes).enumerate() {
                 if is_blank(buf) {
                     continue;
                 }
-                each(line_item(buf, topic, first_line, i, name, strict))?;
+                each(line_item(
+                    buf,
+                    chunk.topic,
+                    chunk.first_line,
+                    i,
+                    name,
+                    strict,
+                ))?;
             }
         }
         Chunk::Events {

@@ -23,7 +23,9 @@
 //! output is what one thread writes, except what the end of the input closes: each thread's, in
 //! thread order. At most `WINDOW_PER_THREAD` chunks per thread are read ahead of the writer.
 
-use super::input::{each_item, is_blank, line_item, lines, Chunk, Item, Located, Reader};
+use super::input::{
+    each_item, is_blank, line_item, lines, Chunk, Item, LineChunk, Located, Reader,
+};
 use super::output::{write_chunk, Note, Out};
 use super::progress::Progress;
 use super::summary::Summary;
@@ -51,13 +53,6 @@ struct Span {
     text: Range<usize>,
 }
 
-/// A chunk of v1 lines, shared by the threads that decode its lines.
-struct Lines {
-    topic: u16,
-    first_line: usize,
-    bytes: Vec<u8>,
-}
-
 /// A thread's part of a chunk, each list in input order.
 #[derive(Default)]
 struct Share {
@@ -68,9 +63,9 @@ struct Share {
     events: Vec<Located>,
 }
 
-/// Lines of a chunk for one thread to decode.
+/// Lines of a chunk for one thread to decode (the chunk shared by the threads).
 struct LineShare {
-    chunk: Arc<Lines>,
+    chunk: Arc<LineChunk>,
     spans: Vec<Span>,
 }
 
@@ -379,20 +374,12 @@ fn split(chunk: Chunk, setup: &Setup, threads: usize) -> (Vec<Share>, Vec<Note>,
         }
     };
     match chunk {
-        Chunk::Lines {
-            topic,
-            first_line,
-            bytes,
-            ..
-        } => {
+        Chunk::Lines(chunk) => {
             let mut spans: Vec<Vec<Span>> = (0..threads)
                 .map(|_| Vec::with_capacity(per_thread))
                 .collect();
-            let chunk = Arc::new(Lines {
-                topic,
-                first_line,
-                bytes,
-            });
+            let chunk = Arc::new(chunk);
+            let (topic, first_line) = (chunk.topic, chunk.first_line);
             let name = &setup.names.names[usize::from(topic)];
             let mut at = 0;
             for (i, text) in lines(&chunk.bytes).enumerate() {
