@@ -8,6 +8,7 @@
 mod input;
 mod output;
 mod parallel;
+mod placement;
 mod progress;
 mod serial;
 mod summary;
@@ -78,8 +79,9 @@ struct Opts {
     #[arg(long, short = 'q', env = "TOOLCALLS_QUIET")]
     quiet: bool,
     /// Correlators to run, one per thread [default: every core]. The input is split by
-    /// (source, session) over them, so a session's records are those one correlator gives; the
-    /// state caps (--max-pending…) apply to each. Records come out in the order of the lines
+    /// (source, session) over them, a new session going to the one with the fewest sessions seen
+    /// lately, so a session's records are those one correlator gives; the state caps
+    /// (--max-pending…) apply to each. Records come out in the order of the lines
     /// that closed them, as with one thread, except that what the end of the input closes comes
     /// thread by thread
     #[arg(long, short = 'j', env = "TOOLCALLS_THREADS", value_name = "N")]

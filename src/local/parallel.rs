@@ -1,8 +1,8 @@
-//! `--threads N`, N ≥ 2: N correlators, one per thread, each over the sessions that hash to it.
+//! `--threads N`, N ≥ 2: N correlators, one per thread, each over the sessions placed on it.
 //!
 //! ```text
-//!  reader thread ──► chunks (whole lines, in order) ──► any thread splits a chunk's lines by
-//!                                                       hash(source, session) into N shares
+//!  reader thread ──► chunks (whole lines, in order) ──► a thread splits the next chunk's lines
+//!                                                       by session into N shares
 //!  thread w: decodes and applies share w of chunk 0, 1, 2 … in order, encodes its records into
 //!            its output of the chunk, each tagged with the line that closed it
 //!  calling thread: writes chunk 0, 1, 2 … once every thread has its output: the records merged
@@ -15,7 +15,9 @@
 //! threads up to half again the CPU of one). A line whose session takes decoding to find (an
 //! escape in it, say) is decoded while splitting and handed over as an event, as are a native
 //! format's events. Splitting is spread over the threads: a thread that finds the chunk it needs
-//! next not yet split splits the next chunk nobody has taken.
+//! next not yet split splits the next chunk, unless another thread is splitting one. Chunks are
+//! split one at a time, in order, because a session is placed on a thread when it is first seen
+//! (`placement.rs`): the placement is then the same on every run of the input.
 //!
 //! A session's events all go to one correlator in input order, as the processor gives a
 //! partition's correlator its sessions, so its records are those (and in the order) one
@@ -27,6 +29,7 @@ use super::input::{
     each_item, is_blank, line_item, lines, Chunk, Item, LineChunk, Located, Reader,
 };
 use super::output::{write_chunk, Note, Out};
+use super::placement::Placement;
 use super::progress::Progress;
 use super::summary::Summary;
 use super::worker::{Setup, Worker};
@@ -39,9 +42,6 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use toolcalls_model::record::Origin;
 use toolcalls_model::redact::Redaction;
 use toolcalls_model::{Event, ToolCallRecord};
-
-/// The seed of the hash that splits sessions over threads.
-const SPLIT_SEED: u64 = 0x746f_6f6c_6361_6c6c;
 
 /// Chunks in flight (read, split or applied but not yet written), per thread.
 const WINDOW_PER_THREAD: usize = 4;
@@ -89,6 +89,8 @@ struct State {
     slots: VecDeque<Slot>,
     /// The next chunk to split.
     next_split: u64,
+    /// Where sessions go; taken by the thread splitting a chunk.
+    placement: Option<Placement>,
     /// The reader has read everything (or failed: `read_error`).
     read_all: bool,
     read_error: Option<anyhow::Error>,
@@ -156,6 +158,7 @@ pub(super) fn run(
             base: 0,
             slots: VecDeque::new(),
             next_split: 0,
+            placement: Some(Placement::new(threads)),
             read_all: false,
             read_error: None,
             stop: false,
@@ -318,7 +321,7 @@ fn apply_share(worker: &mut Worker, share: Share, setup: &Setup, out: &mut Out) 
 }
 
 /// Thread `me`'s share of chunk `k`; while that chunk is not split yet, splits the next one
-/// nobody has taken.
+/// unless another thread is splitting.
 fn take_share(k: u64, me: usize, shared: &Shared, setup: &Setup) -> Next {
     let mut st = shared.lock();
     loop {
@@ -336,14 +339,11 @@ fn take_share(k: u64, me: usize, shared: &Shared, setup: &Setup) -> Next {
             None if state.read_all => return Next::Stop,
             None => {}
         }
-        let base = st.base;
-        let j = st.next_split;
-        if let Some(slot) = st.slots.get_mut((j - base) as usize) {
-            let chunk = slot.chunk.take().expect("a chunk not yet split");
-            st.next_split += 1;
+        if let Some((j, chunk, mut placement)) = take_split(&mut st) {
             drop(st);
-            let (shares, notes, bad_lines) = split(chunk, setup, shared.threads);
+            let (shares, notes, bad_lines) = split(chunk, setup, &mut placement);
             st = shared.lock();
+            st.placement = Some(placement);
             let base = st.base;
             let slot = &mut st.slots[(j - base) as usize];
             slot.shares = Some(shares);
@@ -356,16 +356,28 @@ fn take_share(k: u64, me: usize, shared: &Shared, setup: &Setup) -> Next {
     }
 }
 
+/// The next chunk to split, its number and the placement: `None` while another thread is
+/// splitting one (so that chunks are split in order) or while the reader has none.
+fn take_split(state: &mut State) -> Option<(u64, Chunk, Placement)> {
+    let j = state.next_split;
+    let slot = state.slots.get_mut((j - state.base) as usize)?;
+    let placement = state.placement.take()?;
+    let chunk = slot.chunk.take().expect("a chunk not yet split");
+    state.next_split += 1;
+    Some((j, chunk, placement))
+}
+
 /// A chunk split by thread, the messages about the bad lines found while splitting it and their
 /// number.
-fn split(chunk: Chunk, setup: &Setup, threads: usize) -> (Vec<Share>, Vec<Note>, u64) {
+fn split(chunk: Chunk, setup: &Setup, placement: &mut Placement) -> (Vec<Share>, Vec<Note>, u64) {
+    let threads = placement.threads();
     // Sessions spread about evenly: a quarter more than an even share rarely grows.
     let per_thread = chunk.items() / threads + chunk.items() / threads / 4;
     let mut shares: Vec<Share> = (0..threads).map(|_| Share::default()).collect();
     let (mut notes, mut bad_lines) = (Vec::new(), 0);
-    let mut route = |item: Item, shares: &mut [Share]| match item {
+    let mut route = |item: Item, shares: &mut [Share], placement: &mut Placement| match item {
         Item::Event(e) => {
-            let w = thread_of(e.event.source.as_str(), e.event.session.as_str(), threads);
+            let w = placement.thread_of(e.event.source.as_str(), e.event.session.as_str());
             shares[w].events.push(e);
         }
         Item::Bad(note) => {
@@ -390,7 +402,7 @@ fn split(chunk: Chunk, setup: &Setup, threads: usize) -> (Vec<Share>, Vec<Note>,
                 }
                 match Event::peek_scope(text) {
                     Some((source, session)) => {
-                        spans[thread_of(source, session, threads)].push(Span {
+                        spans[placement.thread_of(source, session)].push(Span {
                             tag: i as u32,
                             text: span,
                         })
@@ -398,6 +410,7 @@ fn split(chunk: Chunk, setup: &Setup, threads: usize) -> (Vec<Share>, Vec<Note>,
                     None => route(
                         line_item(text, topic, first_line, i, name, setup.strict),
                         &mut shares,
+                        placement,
                     ),
                 }
             }
@@ -412,22 +425,12 @@ fn split(chunk: Chunk, setup: &Setup, threads: usize) -> (Vec<Share>, Vec<Note>,
             shares.iter_mut().for_each(|s| s.events.reserve(per_thread));
             let names = &setup.names.names;
             let _ = each_item::<Infallible>(events, names, setup.strict, |item| {
-                route(item, &mut shares);
+                route(item, &mut shares, placement);
                 Ok(())
             });
         }
     }
     (shares, notes, bad_lines)
-}
-
-/// The thread of a session: a hash of (source, session) with a fixed seed, so that a given input
-/// and thread count always split the same way (word at a time: a byte-at-a-time hash cost more
-/// than finding the session in the line).
-fn thread_of(source: &str, session: &str, threads: usize) -> usize {
-    use std::hash::BuildHasher;
-    let mut h = foldhash::fast::FixedState::with_seed(SPLIT_SEED).hash_one((source, session));
-    h ^= h >> 32;
-    (h % threads as u64) as usize
 }
 
 /// The calling thread: writes the chunks in order as the threads finish them. Returns the
