@@ -93,12 +93,28 @@ pub(crate) fn producer_config(settings: &Settings) -> ClientConfig {
         "transaction.timeout.ms",
         settings.transaction_timeout_ms.to_string(),
     );
+    c.set(
+        "socket.timeout.ms",
+        request_timeout_ms(settings).to_string(),
+    );
     // Consumer-only keys would make librdkafka warn on every start.
     passthrough(&mut c, settings, is_consumer_only);
     if settings.guarantee == Guarantee::ExactlyOnce {
         c.set("transactional.id", settings.transactional_id());
     }
     c
+}
+
+/// The producer's `socket.timeout.ms`: `kafka_timeout_ms`, so that a transactional call ends
+/// within it. librdkafka's `send_offsets_to_transaction` does not end at its own timeout but when
+/// its request does (librdkafka issue 5456), and with its default (the transaction timeout, 60 s)
+/// a broker that stopped answering held a commit, and the abort that follows, for a minute.
+/// librdkafka wants it at least 100 ms below the transaction timeout, and within 10 ms … 300 s.
+fn request_timeout_ms(settings: &Settings) -> u64 {
+    settings
+        .kafka_timeout_ms
+        .min(settings.transaction_timeout_ms.saturating_sub(100))
+        .clamp(10, 300_000)
 }
 
 /// A plain consumer that reads one changelog partition to its end.
@@ -409,5 +425,36 @@ impl BrokerProbe {
                 });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn producer_timeout(settings: &Settings) -> Option<String> {
+        producer_config(settings)
+            .get("socket.timeout.ms")
+            .map(str::to_owned)
+    }
+
+    #[test]
+    fn the_producers_requests_end_within_the_kafka_timeout() {
+        let mut s = Settings {
+            kafka_timeout_ms: 2_000,
+            ..Settings::default()
+        };
+        assert_eq!(producer_timeout(&s).as_deref(), Some("2000"));
+        // Below the transaction timeout, as librdkafka requires, and within its range.
+        s.kafka_timeout_ms = 600_000;
+        s.transaction_timeout_ms = 60_000;
+        assert_eq!(producer_timeout(&s).as_deref(), Some("59900"));
+        s.transaction_timeout_ms = 900_000;
+        assert_eq!(producer_timeout(&s).as_deref(), Some("300000"));
+        s.kafka_timeout_ms = 0;
+        assert_eq!(producer_timeout(&s).as_deref(), Some("10"));
+        // The user's --kafka wins.
+        s.kafka = vec![("socket.timeout.ms".into(), "45000".into())];
+        assert_eq!(producer_timeout(&s).as_deref(), Some("45000"));
     }
 }

@@ -167,7 +167,8 @@ pub struct Settings {
         default_value_t = 120_000
     )]
     pub restore_timeout_ms: u64,
-    /// Timeout of blocking Kafka calls (commit, offsets, metadata), in milliseconds
+    /// Timeout of blocking Kafka calls (commit, offsets, metadata) and of the producer's
+    /// requests (its `socket.timeout.ms`, unless --kafka sets it), in milliseconds
     #[arg(
         long,
         env = "TOOLCALLS_KAFKA_TIMEOUT_MS",
