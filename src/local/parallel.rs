@@ -12,12 +12,13 @@
 //! A line's session is read from its text without decoding it (`Event::peek_scope`), so each
 //! thread decodes the lines of its own sessions: an event is made, applied and dropped on one
 //! thread, and its strings never move between cores (events handed between threads cost two
-//! threads up to half again the CPU of one). A line whose session takes decoding to find (an
-//! escape in it, say) is decoded while splitting and handed over as an event, as are a native
-//! format's events. Splitting is spread over the threads: a thread that finds the chunk it needs
-//! next not yet split splits the next chunk, unless another thread is splitting one. Chunks are
-//! split one at a time, in order, because a session is placed on a thread when it is first seen
-//! (`placement.rs`): the placement is then the same on every run of the input.
+//! threads up to half again the CPU of one). A line the peek cannot read (not an object that
+//! names both as strings: a bad line, mostly) is decoded while splitting and handed over as an
+//! event or a message, as are a native format's events. Splitting is spread over the threads: a
+//! thread that finds the chunk it needs next not yet split splits the next chunk, unless another
+//! thread is splitting one. Chunks are split one at a time, in order, because a session is placed
+//! on a thread when it is first seen (`placement.rs`): the placement is then the same on every
+//! run of the input.
 //!
 //! A session's events all go to one correlator in input order, as the processor gives a
 //! partition's correlator its sessions, so its records are those (and in the order) one
@@ -56,10 +57,9 @@ struct Span {
 /// A thread's part of a chunk, each list in input order.
 #[derive(Default)]
 struct Share {
-    /// Lines whose session their text named plainly (nearly all): the thread decodes them.
+    /// Lines whose scope the peek read (nearly all): the thread decodes them.
     lines: Option<LineShare>,
-    /// Events decoded while splitting: a native format's, and lines whose session took decoding
-    /// to find.
+    /// Events decoded while splitting: a native format's, and lines the peek could not read.
     events: Vec<Located>,
 }
 
@@ -402,7 +402,7 @@ fn split(chunk: Chunk, setup: &Setup, placement: &mut Placement) -> (Vec<Share>,
                 }
                 match Event::peek_scope(text) {
                     Some((source, session)) => {
-                        spans[placement.thread_of(source, session)].push(Span {
+                        spans[placement.thread_of(&source, &session)].push(Span {
                             tag: i as u32,
                             text: span,
                         })

@@ -68,9 +68,9 @@ fn check_event(bytes: &[u8], dead_letter: bool) {
         }
     };
     // Local mode splits lines by this peek before decoding them: it must name the event's scope.
-    if let Some(peeked) = Event::peek_scope(bytes) {
+    if let Some((source, session)) = Event::peek_scope(bytes) {
         assert_eq!(
-            peeked,
+            (&*source, &*session),
             (event.source.as_str(), event.session.as_str()),
             "the scope peek misreads {}",
             String::from_utf8_lossy(bytes)

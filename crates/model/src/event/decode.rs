@@ -7,6 +7,7 @@ use super::{
 };
 use crate::ids::{CallId, SessionId, Source, ThreadId, TurnId};
 use serde::Deserialize;
+use std::borrow::Cow;
 
 impl Event {
     /// Decodes and validates one message.
@@ -46,11 +47,11 @@ impl Event {
     /// The source and session of the event `bytes` decodes to, found without decoding it —
     /// what splits input by session over threads before each thread decodes its own lines.
     ///
-    /// `None` when finding them takes decoding: an escape in either value or in a key before
-    /// them, a field given twice, anything but a JSON object that names both as strings. When
-    /// [`Event::decode`] gives an event, a `Some` here is its `source` and `session`; when it
-    /// refuses the message, a `Some` means nothing.
-    pub fn peek_scope(bytes: &[u8]) -> Option<(&str, &str)> {
+    /// Borrowed from `bytes` unless they hold escapes. `None` for anything but a JSON object that
+    /// names both as strings, each once before the other is found. When [`Event::decode`] gives
+    /// an event, a `Some` here is its `source` and `session`; when it refuses the message, a
+    /// `Some` means nothing.
+    pub fn peek_scope(bytes: &[u8]) -> Option<(Cow<'_, str>, Cow<'_, str>)> {
         super::direct::scope(bytes)
     }
 }

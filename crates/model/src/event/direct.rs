@@ -47,13 +47,22 @@ pub(super) fn read(text: &str) -> Option<RawEvent> {
 /// The `source` and `session` of a message, found by walking its top-level keys up to them: what
 /// [`Event::peek_scope`](super::Event::peek_scope) gives.
 ///
-/// Only the plain case is read: both values strings without escapes, every key before them
-/// without escapes. Anything else is `None`. The values are exactly what `decode` puts in the
-/// event when it gives one: it reads the same keys (an escaped key may spell one of them, hence
-/// `None` on the first), refuses a repeated field, and keeps a string without escapes as it
-/// stands. What comes after both is not looked at: if it is not a valid event, `decode` refuses
-/// the message, and the peek gave no event's scope.
-pub(super) fn scope(bytes: &[u8]) -> Option<(&str, &str)> {
+/// Both must be strings, each given once before the other is found, in a JSON object; anything
+/// else is `None`. The values are exactly what `decode` puts in the event when it gives one: it
+/// reads the same keys (serde matches a key after unescaping it, so the walk does too), refuses
+/// a repeated field, and unescapes a string as [`Reader::string`] does here. What comes after
+/// both is not looked at: if it is not a valid event, `decode` refuses the message, and the peek
+/// gave no event's scope.
+pub(super) fn scope(bytes: &[u8]) -> Option<(Cow<'_, str>, Cow<'_, str>)> {
+    match plain_scope(bytes) {
+        Some((source, session)) => Some((Cow::Borrowed(source), Cow::Borrowed(session))),
+        None => escaped_scope(bytes),
+    }
+}
+
+/// [`scope`] when no key before them and neither value holds an escape: nearly every message,
+/// read without checking the rest of the message's UTF-8.
+fn plain_scope(bytes: &[u8]) -> Option<(&str, &str)> {
     let mut at = skip_whitespace(bytes, 0);
     if bytes.get(at) != Some(&b'{') {
         return None;
@@ -88,6 +97,50 @@ pub(super) fn scope(bytes: &[u8]) -> Option<(&str, &str)> {
         }
         at = skip_whitespace(bytes, after);
         if bytes.get(at) != Some(&b',') {
+            return None;
+        }
+    }
+}
+
+/// [`scope`] for a message the plain walk gave up on: its keys and values unescaped.
+fn escaped_scope(bytes: &[u8]) -> Option<(Cow<'_, str>, Cow<'_, str>)> {
+    let mut r = Reader {
+        cur: Cursor::new(std::str::from_utf8(bytes).ok()?),
+    };
+    r.cur.skip_whitespace();
+    if !r.cur.eat(b'{') {
+        return None;
+    }
+    let (mut source, mut session) = (None, None);
+    loop {
+        r.cur.skip_whitespace();
+        let key = r.string()?;
+        r.cur.skip_whitespace();
+        if !r.cur.eat(b':') {
+            return None;
+        }
+        r.cur.skip_whitespace();
+        let slot = match &*key {
+            "source" => &mut source,
+            "session" => &mut session,
+            _ => {
+                r.cur.pos = value_end(r.cur.bytes, r.cur.pos)?;
+                r.cur.skip_whitespace();
+                if !r.cur.eat(b',') {
+                    return None;
+                }
+                continue;
+            }
+        };
+        if slot.is_some() {
+            return None;
+        }
+        *slot = Some(r.string()?);
+        if source.is_some() && session.is_some() {
+            return source.zip(session);
+        }
+        r.cur.skip_whitespace();
+        if !r.cur.eat(b',') {
             return None;
         }
     }
@@ -334,12 +387,12 @@ mod tests {
 
     /// Where the scope peek reads a message that decodes, it reads the event's scope.
     fn peek_agrees(text: &str) {
-        if let (Some(peeked), Ok(event)) = (
+        if let (Some((source, session)), Ok(event)) = (
             Event::peek_scope(text.as_bytes()),
             Event::decode(text.as_bytes()),
         ) {
             assert_eq!(
-                peeked,
+                (&*source, &*session),
                 (event.source.as_str(), event.session.as_str()),
                 "{text}"
             );
@@ -349,9 +402,12 @@ mod tests {
     const TIME: &str = r#""time":"2026-05-10T10:00:00.067Z""#;
 
     #[test]
-    fn peeks_at_the_scope_of_plain_messages_only() {
-        fn peek(text: &str) -> Option<(&str, &str)> {
-            Event::peek_scope(text.as_bytes())
+    fn peeks_at_the_scope_without_decoding() {
+        fn peek(text: &str) -> Option<(String, String)> {
+            Event::peek_scope(text.as_bytes()).map(|(a, b)| (a.into_owned(), b.into_owned()))
+        }
+        fn scope(source: &str, session: &str) -> Option<(String, String)> {
+            Some((source.to_owned(), session.to_owned()))
         }
         for text in [
             format!(
@@ -363,18 +419,32 @@ mod tests {
             r#"{"result":"\"x\" \u00e9","v":1,"session":"s1","source":"claude-code"}"#.to_owned(),
         ] {
             peek_agrees(&text);
-            assert_eq!(peek(&text), Some(("claude-code", "s1")), "{text}");
+            assert_eq!(peek(&text), scope("claude-code", "s1"), "{text}");
         }
         // Non-ASCII as it stands.
         assert_eq!(
             peek(r#"{"source":"é","session":"日本"}"#),
-            Some(("é", "日本"))
+            scope("é", "日本")
         );
+        // Escapes in a value or in a key, unescaped (`\u0073ource` is `source`).
+        for (text, want) in [
+            (
+                r#"{"source":"s","session":"\u0073\n\ud83d\ude00"}"#,
+                scope("s", "s\n😀"),
+            ),
+            (r#"{"sour\u0063e":"s","session":"x"}"#, scope("s", "x")),
+            (
+                r#"{"v\u0000":1,"source":"s","session":"x"}"#,
+                scope("s", "x"),
+            ),
+            (r#"{"\u0073ource":"s","source":"s","session":"x"}"#, None),
+            (r#"{"source":"s","session":"\ud800"}"#, None),
+            (r#"{"source":"s","session":"\q"}"#, None),
+        ] {
+            peek_agrees(text);
+            assert_eq!(peek(text), want, "{text}");
+        }
         for text in [
-            // Escapes in a value or in a key before both (`\u0073ource` is `source`).
-            r#"{"source":"s","session":"\u0073"}"#,
-            r#"{"\u0073ource":"s","source":"s","session":"x"}"#,
-            r#"{"v\u0000":1,"source":"s","session":"x"}"#,
             // Given twice, or not as strings, or not at all.
             r#"{"source":"s","source":"t","session":"x"}"#,
             r#"{"source":null,"session":"x"}"#,
