@@ -51,6 +51,12 @@ summaries = {}
 for r in range(rounds):
     for t in ("1", threads):
         out = os.path.join(work, "out.%s.jsonl" % t)
+        # Every run writes a new file, untimed as in the first round: cutting the one the round
+        # before wrote costs a fixed time (the kernel frees its pages; ext4 flushes the file at
+        # close), a larger share of the faster run's (benches/README.md, "Peers", 2026-11-28).
+        if os.path.exists(out):
+            os.remove(out)
+        os.sync()
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         p = subprocess.run([binary, "local", "--threads", t, "-o", out, inp],
@@ -76,6 +82,9 @@ for t in ("1", threads):
     print("| %s | %.2f | %.2f | %.0f K |" % (t, med[t][0], med[t][1], events / med[t][0] / 1000))
 print("**--threads %s ÷ --threads 1: %.2f × (median wall); per round %s**"
       % (threads, med["1"][0] / med[threads][0], ", ".join("%.2f" % r for r in ratios)))
+# The two runs of a round are timed one after the other, so their ratio is the one the VM's
+# changes of speed between rounds disturb least.
+print("median of the per-round ratios: %.2f ×" % statistics.median(ratios))
 # Other processes on the machine only ever add time: the fastest round of each is the one they
 # disturbed least.
 fastest = {t: min(w for w, _ in v) for t, v in runs.items()}

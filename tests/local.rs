@@ -130,6 +130,8 @@ fn the_bundled_example_gives_the_expected_ledger() {
 fn output_is_deterministic_and_can_go_to_a_file() {
     let dir = scratch_dir("local");
     let path = dir.join("records.jsonl");
+    // What a larger earlier run left there goes.
+    std::fs::write(&path, "left by an earlier run\n".repeat(100_000)).unwrap();
     let a = toolcalls(
         &["local", "-q", EXAMPLE, "--out", path.to_str().unwrap()],
         None,
