@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The long fuzz run: every fuzz test of the workspace, in release builds, for SECONDS each (default
-# 600), all at once — ten minutes of wall clock for the default — then a summary.
+# The long fuzz run: every fuzz test of the workspace, optimised (`--profile fuzz`, Cargo.toml), for
+# SECONDS each (default 600), all at once — ten minutes of wall clock for the default — then a
+# summary.
 #
 #   scripts/fuzz.sh            # 10 minutes
 #   scripts/fuzz.sh 60         # one minute
@@ -36,23 +37,23 @@ tests=(
   "-p toolcalls --bin toolcalls receive::fuzz"
 )
 
-echo "==> building the fuzz tests (release)" >&2
+echo "==> building the fuzz tests (--profile fuzz)" >&2
 for t in "${tests[@]}"; do
   # shellcheck disable=SC2086
-  cargo test --release --locked $t --no-run
+  cargo test --profile fuzz --locked $t --no-run
 done
 
 echo "==> fuzzing for ${secs} s (logs in $log_dir)" >&2
 pids=()
 for i in "${!tests[@]}"; do
   # shellcheck disable=SC2086
-  cargo test --release --locked ${tests[$i]} -- --nocapture >"$log_dir/$i.log" 2>&1 &
+  cargo test --profile fuzz --locked ${tests[$i]} -- --nocapture >"$log_dir/$i.log" 2>&1 &
   pids+=($!)
 done
 status=0
 for i in "${!pids[@]}"; do
   if ! wait "${pids[$i]}"; then
-    echo "FAILED: cargo test --release ${tests[$i]} (log: $log_dir/$i.log)" >&2
+    echo "FAILED: cargo test --profile fuzz ${tests[$i]} (log: $log_dir/$i.log)" >&2
     status=1
   fi
 done
