@@ -572,16 +572,9 @@ async fn a_clean_processor_run_passes_and_what_goes_missing_is_named() {
     // after it is a repeat of a record's event. Which, depends on how the processor interleaves
     // the two topics when one of them is fetched later, so only their sum is fixed.
     let count_before = |what: &str| -> usize {
-        let line = clean
-            .stdout
-            .lines()
-            .find(|l| l.contains(what))
-            .unwrap_or("");
-        let before = &line[..line.find(what).unwrap_or(0)];
-        let number = before.rsplit([' ', ',', ':']).find(|w| !w.is_empty());
-        number.and_then(|n| n.parse().ok()).unwrap_or_else(|| {
-            panic!("no count before {what:?}: {}", clean.show());
-        })
+        let (before, _) = clean.stdout.split_once(what).unwrap_or_default();
+        let number = before.rsplit(' ').next().and_then(|n| n.parse().ok());
+        number.unwrap_or_else(|| panic!("no count before {what:?}: {}", clean.show()))
     };
     let in_records = count_before(" in records");
     let repeats = count_before(" repeats of a record's event");
