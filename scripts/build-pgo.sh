@@ -42,6 +42,8 @@ say "1/4 building the instrumented binary"
 RUSTFLAGS="${RUSTFLAGS:-} -Cprofile-generate=$dir/profiles" \
     cargo build --release --locked --quiet --bin toolcalls --target-dir "$dir/instrumented"
 trainee="$dir/instrumented/release/toolcalls"
+# The build scripts the build ran were instrumented too: only the training counts.
+rm -rf "$dir/profiles"
 
 say "2/4 running the training workload"
 python3 benches/peers/gen.py --events "$events" --seed 7 --out "$dir/train.jsonl" 2> /dev/null
