@@ -8,10 +8,11 @@
 # Training workload: `toolcalls local` (one thread and every core) on 200,000 events of
 # benches/peers/gen.py with seed 7 (the benches use seed 42), and every native format through its
 # adapter on the real recordings in ../shared/fixtures when they are there. It does not run the
-# processor (`toolcalls process` needs a broker): its correlator, event reader and record encoder
-# are the ones local mode runs and are trained, its Kafka and runtime code is laid out without
-# counts, as code that never ran. The release binary of `cargo build --release` stays the one to
-# ship for the processor; see benches/README.md, "Peers", for what this build gains.
+# processor (`toolcalls run` needs a broker): its correlator, event reader and record encoder are
+# the ones local mode runs and are trained, its Kafka and runtime code is laid out without counts,
+# as code that never ran. The release binary of `cargo build --release` stays the one to ship for
+# the processor (its bench built this way ran no faster: benches/processor/README.md); see
+# benches/README.md, "Peers", for what this build gains in local mode.
 #
 # Needs `llvm-profdata` of the LLVM version rustc is built with (`rustc -vV`); as root with apt it
 # installs Debian's `llvm-<major>` when missing. Environment: PGO_EVENTS (200000), PGO_DIR
