@@ -309,7 +309,7 @@ fn apply_share(worker: &mut Worker, share: Share, setup: &Setup, out: &mut Out) 
                     return true;
                 }
             }
-            let text = &chunk.bytes[span.text];
+            let text = &chunk.bytes()[span.text];
             let i = span.tag as usize;
             let item = line_item(text, chunk.topic, chunk.first_line, i, name, setup.strict);
             if worker.take(item, out).is_err() {
@@ -394,7 +394,7 @@ fn split(chunk: Chunk, setup: &Setup, placement: &mut Placement) -> (Vec<Share>,
             let (topic, first_line) = (chunk.topic, chunk.first_line);
             let name = &setup.names.names[usize::from(topic)];
             let mut at = 0;
-            for (i, text) in lines(&chunk.bytes).enumerate() {
+            for (i, text) in lines(chunk.bytes()).enumerate() {
                 let span = at..at + text.len();
                 at = span.end;
                 if is_blank(text) {
