@@ -272,9 +272,10 @@ impl<'t> Reader<'t> {
         self.string().map(Cow::into_owned)
     }
 
-    /// A string for an id records share (one allocation, as for [`Reader::owned`]).
+    /// A string for an id records share: the text an event decoded shortly before had, when it
+    /// is the same (`recent.rs`).
     fn shared(&mut self) -> Option<Arc<str>> {
-        self.string().map(|s| Arc::from(&*s))
+        self.string().map(|s| super::recent::shared(&s))
     }
 
     fn kind(&mut self) -> Option<KindName> {

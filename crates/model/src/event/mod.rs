@@ -17,6 +17,7 @@ mod decode;
 mod direct;
 mod encode;
 mod error;
+mod recent;
 mod wire;
 
 pub use error::DecodeError;
