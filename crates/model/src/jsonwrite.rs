@@ -142,6 +142,21 @@ impl Writer {
     }
 }
 
+/// A key of an object as it is written, separator first: `,"name":`, the comma left out before
+/// an object's first key. Made by [`key!`] from a constant name that needs no escaping, so that
+/// writing a key is one copy: a key written piece by piece (comma, quote, name, quote, colon)
+/// was about 4 % of a record's instructions.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Key(pub(crate) &'static str);
+
+/// The [`Key`] of a constant field name.
+macro_rules! key {
+    ($name:literal) => {
+        $crate::jsonwrite::Key(concat!(",\"", $name, "\":"))
+    };
+}
+pub(crate) use key;
+
 /// An object being written: [`Object::key`] adds the separator and the (constant) key.
 pub(crate) struct Object<'a> {
     w: &'a mut Writer,
@@ -150,19 +165,16 @@ pub(crate) struct Object<'a> {
 
 impl Object<'_> {
     #[inline]
-    pub fn key(&mut self, key: &'static str) -> &mut Writer {
-        if !self.first {
-            self.w.out.push(b',');
-        }
+    pub fn key(&mut self, key: Key) -> &mut Writer {
+        let text = &key.0.as_bytes()[usize::from(self.first)..];
         self.first = false;
-        self.w.quoted(key);
-        self.w.out.push(b':');
+        self.w.out.extend_from_slice(text);
         self.w
     }
 
     /// `key` and its string, when there is one.
     #[inline]
-    pub fn str_if_some(&mut self, key: &'static str, value: Option<&str>) {
+    pub fn str_if_some(&mut self, key: Key, value: Option<&str>) {
         if let Some(s) = value {
             self.key(key).str(s);
         }
@@ -170,7 +182,7 @@ impl Object<'_> {
 
     /// `key` and its time, when there is one.
     #[inline]
-    pub fn time_if_some(&mut self, key: &'static str, value: Option<Timestamp>) {
+    pub fn time_if_some(&mut self, key: Key, value: Option<Timestamp>) {
         if let Some(t) = value {
             self.key(key).time(t);
         }
@@ -178,7 +190,7 @@ impl Object<'_> {
 
     /// `key` and its value written by serde_json, when there is one.
     #[inline]
-    pub fn value_if_some<T: Serialize>(&mut self, key: &'static str, value: Option<&T>) {
+    pub fn value_if_some<T: Serialize>(&mut self, key: Key, value: Option<&T>) {
         if let Some(v) = value {
             self.key(key).value(v);
         }

@@ -4,7 +4,7 @@
 
 use super::wire::Fields;
 use super::Event;
-use crate::jsonwrite::Writer;
+use crate::jsonwrite::{key, Writer};
 use serde::{Serialize, Serializer};
 
 impl Event {
@@ -36,49 +36,49 @@ impl Fields<'_> {
     /// The fields in [`Fields`]' order (serde's), each only when set.
     fn write_json(&self, w: &mut Writer) {
         let mut o = w.object();
-        o.key("v").int(i64::from(self.v));
-        o.key("kind").quoted(self.kind.as_str());
-        o.key("source").str(self.source);
-        o.key("session").str(self.session);
-        o.str_if_some("thread", self.thread);
-        o.str_if_some("turn", self.turn);
-        o.str_if_some("callId", self.call_id);
-        o.key("time").time(self.time);
-        o.value_if_some("attributes", self.attributes);
-        o.str_if_some("tool", self.tool);
+        o.key(key!("v")).int(i64::from(self.v));
+        o.key(key!("kind")).quoted(self.kind.as_str());
+        o.key(key!("source")).str(self.source);
+        o.key(key!("session")).str(self.session);
+        o.str_if_some(key!("thread"), self.thread);
+        o.str_if_some(key!("turn"), self.turn);
+        o.str_if_some(key!("callId"), self.call_id);
+        o.key(key!("time")).time(self.time);
+        o.value_if_some(key!("attributes"), self.attributes);
+        o.str_if_some(key!("tool"), self.tool);
         if let Some(args) = self.args {
-            o.key("args").raw(args.as_str());
+            o.key(key!("args")).raw(args.as_str());
         }
         if let Some(c) = self.checksum {
             // Hex digits only.
-            o.key("checksum").quoted(c.as_str());
+            o.key(key!("checksum")).quoted(c.as_str());
         }
-        o.value_if_some("sideEffects", self.side_effects);
-        o.str_if_some("agent", self.agent);
-        o.str_if_some("execution", self.execution);
-        o.value_if_some("hookContext", self.hook_context);
+        o.value_if_some(key!("sideEffects"), self.side_effects);
+        o.str_if_some(key!("agent"), self.agent);
+        o.str_if_some(key!("execution"), self.execution);
+        o.value_if_some(key!("hookContext"), self.hook_context);
         if let Some(result) = self.result {
-            o.key("result").raw(result.as_str());
+            o.key(key!("result")).raw(result.as_str());
         }
         if let Some(b) = self.is_error {
-            o.key("isError").bool(b);
+            o.key(key!("isError")).bool(b);
         }
         if let Some(b) = self.cancelled {
-            o.key("cancelled").bool(b);
+            o.key(key!("cancelled")).bool(b);
         }
-        o.time_if_some("startedAt", self.started_at);
+        o.time_if_some(key!("startedAt"), self.started_at);
         if let Some(d) = self.duration_ms {
-            o.key("durationMs").value(&d);
+            o.key(key!("durationMs")).value(&d);
         }
-        o.str_if_some("reason", self.reason);
+        o.str_if_some(key!("reason"), self.reason);
         // A decision's name needs no escaping.
         if let Some(d) = self.decision {
-            o.key("decision").quoted(d);
+            o.key(key!("decision")).quoted(d);
         }
-        o.str_if_some("by", self.by);
-        o.str_if_some("hook", self.hook);
-        o.str_if_some("policyId", self.policy_id);
-        o.str_if_some("policyVersion", self.policy_version);
+        o.str_if_some(key!("by"), self.by);
+        o.str_if_some(key!("hook"), self.hook);
+        o.str_if_some(key!("policyId"), self.policy_id);
+        o.str_if_some(key!("policyVersion"), self.policy_version);
         o.end();
     }
 }

@@ -7,7 +7,7 @@ use super::{
 };
 use crate::ids::{CallId, ThreadId, TurnId};
 use crate::json::Json;
-use crate::jsonwrite::Writer;
+use crate::jsonwrite::{key, Writer};
 use serde_json::{Map, Value};
 
 impl ToolCallRecord {
@@ -58,29 +58,32 @@ impl ToolCallRecord {
 
     fn write_json(&self, w: &mut Writer) {
         let mut o = w.object();
-        o.key("apiVersion").str(&self.api_version);
-        o.key("kind").str(&self.kind);
-        self.metadata.write_json(o.key("metadata"));
-        o.str_if_some("streamId", self.stream_id.as_ref().map(CallId::as_str));
+        o.key(key!("apiVersion")).str(&self.api_version);
+        o.key(key!("kind")).str(&self.kind);
+        self.metadata.write_json(o.key(key!("metadata")));
+        o.str_if_some(
+            key!("streamId"),
+            self.stream_id.as_ref().map(CallId::as_str),
+        );
         if let Some(c) = &self.checksum {
             // Hex digits only.
-            o.key("checksum").quoted(c.as_str());
+            o.key(key!("checksum")).quoted(c.as_str());
         }
-        o.key("createdAt").time(self.created_at);
-        o.key("updatedAt").time(self.updated_at);
-        self.spec.write_json(o.key("spec"));
-        self.status.write_json(o.key("status"));
-        self.correlation.write_json(o.key("correlation"));
-        o.key("replay").raw(match self.replay {
+        o.key(key!("createdAt")).time(self.created_at);
+        o.key(key!("updatedAt")).time(self.updated_at);
+        self.spec.write_json(o.key(key!("spec")));
+        self.status.write_json(o.key(key!("status")));
+        self.correlation.write_json(o.key(key!("correlation")));
+        o.key(key!("replay")).raw(match self.replay {
             ReplayPolicy::Free => "\"free\"",
             ReplayPolicy::RequiresOverride => "\"requires_override\"",
         });
-        o.value_if_some("attributes", self.attributes.as_ref());
+        o.value_if_some(key!("attributes"), self.attributes.as_ref());
         if !self.provenance.is_empty() {
-            self.provenance.write_json(o.key("provenance"));
+            self.provenance.write_json(o.key(key!("provenance")));
         }
         if !self.redacted.is_empty() {
-            o.key("redacted").value(&self.redacted);
+            o.key(key!("redacted")).value(&self.redacted);
         }
         o.end();
     }
@@ -151,13 +154,13 @@ impl Metadata {
         let mut o = w.object();
         let mut uuid = uuid::Uuid::encode_buffer();
         // Hex digits and hyphens only.
-        o.key("name")
+        o.key(key!("name"))
             .quoted(self.name.0.hyphenated().encode_lower(&mut uuid));
-        o.key("revision").uint(u64::from(self.revision));
-        o.key("source").str(self.source.as_str());
-        o.key("session").str(self.session.as_str());
-        o.str_if_some("thread", self.thread.as_ref().map(ThreadId::as_str));
-        o.str_if_some("turn", self.turn.as_ref().map(TurnId::as_str));
+        o.key(key!("revision")).uint(u64::from(self.revision));
+        o.key(key!("source")).str(self.source.as_str());
+        o.key(key!("session")).str(self.session.as_str());
+        o.str_if_some(key!("thread"), self.thread.as_ref().map(ThreadId::as_str));
+        o.str_if_some(key!("turn"), self.turn.as_ref().map(TurnId::as_str));
         o.end();
     }
 }
@@ -166,40 +169,40 @@ impl Spec {
     fn write_json(&self, w: &mut Writer) {
         let mut o = w.object();
         for (key, r) in [
-            ("executionRef", &self.execution_ref),
-            ("agentRef", &self.agent_ref),
-            ("toolRef", &self.tool_ref),
+            (key!("executionRef"), &self.execution_ref),
+            (key!("agentRef"), &self.agent_ref),
+            (key!("toolRef"), &self.tool_ref),
         ] {
             if let Some(r) = r {
                 let mut n = o.key(key).object();
-                n.key("name").str(&r.name);
+                n.key(key!("name")).str(&r.name);
                 n.end();
             }
         }
         if let Some(input) = &self.input {
-            o.key("input").raw(input.as_str());
+            o.key(key!("input")).raw(input.as_str());
         }
         let se = &self.side_effects;
-        let mut s = o.key("sideEffects").object();
+        let mut s = o.key(key!("sideEffects")).object();
         if let Some(level) = se.level {
-            s.key("level").quoted(level.as_str());
+            s.key(key!("level")).quoted(level.as_str());
         }
         if let Some(i) = se.idempotent {
-            s.key("idempotent").bool(i);
+            s.key(key!("idempotent")).bool(i);
         }
-        s.str_if_some("idempotencyKey", se.idempotency_key.as_deref());
+        s.str_if_some(key!("idempotencyKey"), se.idempotency_key.as_deref());
         s.end();
         if let Some(a) = &self.approval {
-            let mut p = o.key("approval").object();
-            p.key("required").bool(a.required);
-            p.key("status").quoted(a.status.as_str());
-            p.time_if_some("requestedAt", a.requested_at);
-            p.str_if_some("approvedBy", a.approved_by.as_deref());
-            p.time_if_some("approvedAt", a.approved_at);
-            p.str_if_some("reason", a.reason.as_deref());
+            let mut p = o.key(key!("approval")).object();
+            p.key(key!("required")).bool(a.required);
+            p.key(key!("status")).quoted(a.status.as_str());
+            p.time_if_some(key!("requestedAt"), a.requested_at);
+            p.str_if_some(key!("approvedBy"), a.approved_by.as_deref());
+            p.time_if_some(key!("approvedAt"), a.approved_at);
+            p.str_if_some(key!("reason"), a.reason.as_deref());
             p.end();
         }
-        o.value_if_some("hookContext", self.hook_context.as_ref());
+        o.value_if_some(key!("hookContext"), self.hook_context.as_ref());
         o.end();
     }
 }
@@ -207,35 +210,35 @@ impl Spec {
 impl Status {
     fn write_json(&self, w: &mut Writer) {
         let mut o = w.object();
-        o.key("phase").quoted(self.phase.as_str());
-        o.time_if_some("startedAt", self.started_at);
-        o.time_if_some("completedAt", self.completed_at);
+        o.key(key!("phase")).quoted(self.phase.as_str());
+        o.time_if_some(key!("startedAt"), self.started_at);
+        o.time_if_some(key!("completedAt"), self.completed_at);
         if let Some(d) = self.duration_ms {
-            o.key("durationMs").uint(d);
+            o.key(key!("durationMs")).uint(d);
         }
         if let Some(out) = &self.output {
-            o.key("output").raw(out.as_str());
+            o.key(key!("output")).raw(out.as_str());
         }
-        o.key("isError").bool(self.is_error);
+        o.key(key!("isError")).bool(self.is_error);
         if !self.hook_decisions.is_empty() {
-            let w = o.key("hookDecisions");
+            let w = o.key(key!("hookDecisions"));
             w.raw("[");
             for (i, h) in self.hook_decisions.iter().enumerate() {
                 if i > 0 {
                     w.raw(",");
                 }
                 let mut d = w.object();
-                d.key("hook").str(&h.hook);
-                d.key("decision").quoted(h.decision.as_str());
-                d.str_if_some("policyId", h.policy_id.as_deref());
-                d.str_if_some("policyVersion", h.policy_version.as_deref());
-                d.str_if_some("reason", h.reason.as_deref());
-                d.key("at").time(h.at);
+                d.key(key!("hook")).str(&h.hook);
+                d.key(key!("decision")).quoted(h.decision.as_str());
+                d.str_if_some(key!("policyId"), h.policy_id.as_deref());
+                d.str_if_some(key!("policyVersion"), h.policy_version.as_deref());
+                d.str_if_some(key!("reason"), h.reason.as_deref());
+                d.key(key!("at")).time(h.at);
                 d.end();
             }
             w.raw("]");
         }
-        o.str_if_some("reason", self.reason.as_deref());
+        o.str_if_some(key!("reason"), self.reason.as_deref());
         o.end();
     }
 }
@@ -243,13 +246,14 @@ impl Status {
 impl Correlation {
     fn write_json(&self, w: &mut Writer) {
         let mut o = w.object();
-        o.key("strategy").quoted(self.strategy.as_str());
-        o.key("confidence").float(self.confidence);
-        o.key("candidates").uint(u64::from(self.candidates));
-        o.key("eventsMerged").uint(u64::from(self.events_merged));
-        o.key("duplicates").uint(u64::from(self.duplicates));
-        o.key("attempts").uint(u64::from(self.attempts));
-        o.key("key").str(&self.key);
+        o.key(key!("strategy")).quoted(self.strategy.as_str());
+        o.key(key!("confidence")).float(self.confidence);
+        o.key(key!("candidates")).uint(u64::from(self.candidates));
+        o.key(key!("eventsMerged"))
+            .uint(u64::from(self.events_merged));
+        o.key(key!("duplicates")).uint(u64::from(self.duplicates));
+        o.key(key!("attempts")).uint(u64::from(self.attempts));
+        o.key(key!("key")).str(&self.key);
         o.end();
     }
 }
