@@ -10,12 +10,45 @@ use std::sync::Arc;
 
 /// An id type holding its text as `$text`: a `String`, or an `Arc<str>` for the ids every
 /// record of a scope repeats (a record takes a reference to its scope's instead of a copy).
+/// Whether two ids' texts are the same. A shared text (`Arc<str>`) is first compared by pointer:
+/// the decoder hands out one text for the ids events repeat, so the correlator finds a scope
+/// without reading its key's text (`Arc`'s own `==` compares `str` by content only).
+trait SameText {
+    fn same(&self, other: &Self) -> bool;
+}
+
+impl SameText for String {
+    fn same(&self, other: &Self) -> bool {
+        self == other
+    }
+}
+
+impl SameText for Arc<str> {
+    fn same(&self, other: &Self) -> bool {
+        Arc::ptr_eq(self, other) || **self == **other
+    }
+}
+
 macro_rules! string_id {
     ($text:ty, $(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[derive(Debug, Clone, PartialOrd, Ord, Serialize, Deserialize)]
         #[serde(transparent)]
         pub struct $name(pub $text);
+
+        impl PartialEq for $name {
+            fn eq(&self, other: &Self) -> bool {
+                SameText::same(&self.0, &other.0)
+            }
+        }
+
+        impl Eq for $name {}
+
+        impl std::hash::Hash for $name {
+            fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+                self.0.hash(state);
+            }
+        }
 
         impl $name {
             pub fn new(s: impl Into<$text>) -> Self {
@@ -132,6 +165,23 @@ impl fmt::Display for RecordId {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::hash::BuildHasher;
+
+    /// Ids are equal by their text, whether or not they share it, and hash as their text does.
+    #[test]
+    fn ids_compare_and_hash_by_text() {
+        let hasher = std::hash::RandomState::new();
+        let shared = SessionId::from("s-1");
+        let copy = SessionId::from(String::from("s-1"));
+        assert!(!Arc::ptr_eq(&shared.0, &copy.0));
+        assert_eq!(shared, copy);
+        assert_eq!(shared, shared.clone());
+        assert_ne!(shared, SessionId::from("s-2"));
+        assert_eq!(hasher.hash_one(&shared), hasher.hash_one(&copy));
+        assert_eq!(hasher.hash_one(&shared), hasher.hash_one("s-1"));
+        assert_eq!(CallId::from("toolu_1"), CallId::from("toolu_1"));
+        assert_ne!(CallId::from("toolu_1"), CallId::from("toolu_2"));
+    }
 
     /// Record ids are persisted (they key the records topic): the derivation must stay the UUID v5
     /// of the length-prefixed name, as `uuid::Uuid::new_v5` computes it.
