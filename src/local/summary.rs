@@ -9,8 +9,8 @@ use toolcalls_model::{Phase, Strategy, ToolCallRecord};
 pub(super) struct Summary {
     pub events: u64,
     pub bad_lines: u64,
-    pub outcomes: BTreeMap<&'static str, u64>,
-    pub rejected: BTreeMap<&'static str, u64>,
+    pub outcomes: Tally,
+    pub rejected: Tally,
     pub phases: BTreeMap<Phase, u64>,
     pub strategies: BTreeMap<Strategy, u64>,
     pub duplicates: u64,
@@ -27,8 +27,8 @@ impl Summary {
         }
         self.events += other.events;
         self.bad_lines += other.bad_lines;
-        add_map(&mut self.outcomes, other.outcomes);
-        add_map(&mut self.rejected, other.rejected);
+        self.outcomes.add_all(&other.outcomes);
+        self.rejected.add_all(&other.rejected);
         add_map(&mut self.phases, other.phases);
         add_map(&mut self.strategies, other.strategies);
         self.duplicates += other.duplicates;
@@ -43,6 +43,42 @@ impl Summary {
             .entry(record.correlation.strategy)
             .or_default() += 1;
         self.duplicates += u64::from(record.correlation.duplicates);
+    }
+}
+
+/// Counts by label. The labels are a few constants (`Outcome::label`, the reasons of a
+/// refusal), counted at every event: a short list matched by pointer first costs less than a map
+/// that compares the text.
+#[derive(Default)]
+pub(super) struct Tally(Vec<(&'static str, u64)>);
+
+impl Tally {
+    pub fn add(&mut self, label: &'static str, n: u64) {
+        let found = self
+            .0
+            .iter_mut()
+            .find(|(l, _)| std::ptr::eq(*l, label) || *l == label);
+        match found {
+            Some((_, count)) => *count += n,
+            None => self.0.push((label, n)),
+        }
+    }
+
+    fn add_all(&mut self, other: &Tally) {
+        for &(label, n) in &other.0 {
+            self.add(label, n);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The counts by label, in the labels' order.
+    fn sorted(&self) -> Vec<(&'static str, u64)> {
+        let mut counts = self.0.clone();
+        counts.sort_unstable();
+        counts
     }
 }
 
@@ -78,7 +114,13 @@ pub(super) fn print_summary(s: &Summary, keep: bool, pending: &[ToolCallRecord])
     );
     say!(
         "  events:      {}",
-        join(s.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect())
+        join(
+            s.outcomes
+                .sorted()
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect()
+        )
     );
     if s.duplicates > 0 {
         say!("  duplicates merged: {}", s.duplicates);
@@ -86,7 +128,13 @@ pub(super) fn print_summary(s: &Summary, keep: bool, pending: &[ToolCallRecord])
     if !s.rejected.is_empty() {
         say!(
             "  refused:     {}",
-            join(s.rejected.iter().map(|(k, v)| format!("{k} {v}")).collect())
+            join(
+                s.rejected
+                    .sorted()
+                    .iter()
+                    .map(|(k, v)| format!("{k} {v}"))
+                    .collect()
+            )
         );
     }
     if keep {
@@ -101,5 +149,27 @@ pub(super) fn print_summary(s: &Summary, keep: bool, pending: &[ToolCallRecord])
                 r.metadata.session
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Tally;
+
+    #[test]
+    fn a_tally_counts_each_label_once_whatever_text_holds_it() {
+        let mut a = Tally::default();
+        a.add("matched", 1);
+        a.add("duplicate", 2);
+        a.add("matched", 1);
+        // The same label from another place in memory.
+        let elsewhere: &'static str = String::from("matched").leak();
+        a.add(elsewhere, 1);
+        let mut b = Tally::default();
+        b.add("late", 4);
+        b.add("duplicate", 1);
+        a.add_all(&b);
+        assert_eq!(a.sorted(), [("duplicate", 3), ("late", 4), ("matched", 3)]);
+        assert!(!a.is_empty() && Tally::default().is_empty());
     }
 }

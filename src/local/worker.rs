@@ -151,9 +151,9 @@ impl<'a> Worker<'a> {
         outcome: Outcome,
         out: &mut Out,
     ) -> Result<(), Stop> {
-        *self.summary.outcomes.entry(outcome.label()).or_default() += 1;
+        self.summary.outcomes.add(outcome.label(), 1);
         if let Outcome::Rejected(reason) = outcome {
-            *self.summary.rejected.entry(reason).or_default() += 1;
+            self.summary.rejected.add(reason, 1);
             let strict = self.setup.strict;
             out.notes.push(Note {
                 tag,
