@@ -414,7 +414,7 @@ mod tests {
                 (
                     e.kind(),
                     e.call_id.as_ref().map(|c| c.0.as_str()),
-                    e.turn.as_ref().map(|t| t.0.as_str()),
+                    e.turn.as_ref().map(toolcalls_model::TurnId::as_str),
                 )
             })
             .collect();

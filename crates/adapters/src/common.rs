@@ -148,7 +148,7 @@ impl Ctx {
             source: self.source.clone(),
             session: SessionId::from(session),
             thread: non_empty(env.thread).map(ThreadId::from),
-            turn: non_empty(env.turn).map(TurnId),
+            turn: non_empty(env.turn).map(TurnId::from),
             call_id: non_empty(env.call_id).map(CallId),
             time: env.time,
             attributes,

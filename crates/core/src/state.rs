@@ -8,6 +8,7 @@
 use crate::Position;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use std::sync::Arc;
 use toolcalls_model::{
     ApprovalState, CallId, Checksum, HookDecisionEntry, Json, RecordId, SessionId, SideEffects,
     Source, ThreadId, Timestamp, ToolCallRecord,
@@ -139,7 +140,7 @@ pub(crate) struct Call {
     pub key: Box<str>,
     pub has_id: bool,
     pub record_id: RecordId,
-    pub turn: Option<Box<str>>,
+    pub turn: Option<Arc<str>>,
     pub args: Option<Json>,
     pub checksum: Option<Digest>,
     pub created_at: Timestamp,
@@ -366,7 +367,7 @@ pub(crate) struct WaitingResult {
     pub key: Box<str>,
     pub has_id: bool,
     pub record_id: RecordId,
-    pub turn: Option<Box<str>>,
+    pub turn: Option<Arc<str>>,
     pub tool: Option<Box<str>>,
     pub args: Option<Json>,
     pub checksum: Option<Digest>,

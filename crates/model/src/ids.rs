@@ -96,8 +96,9 @@ string_id!(
     ThreadId
 );
 string_id!(
-    String,
-    /// A turn (one model request/response cycle and the tool calls it caused).
+    Arc<str>,
+    /// A turn (one model request/response cycle and the tool calls it caused); shared by the
+    /// events, calls and records of the turn.
     TurnId
 );
 string_id!(

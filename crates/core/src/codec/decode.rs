@@ -15,6 +15,7 @@ use crate::state::{
 };
 use crate::Position;
 use serde::Deserialize;
+use std::sync::Arc;
 use toolcalls_model::{CallId, Json, RecordId, SessionId, Source, ThreadId, Timestamp};
 
 impl<'a> Reader<'a> {
@@ -63,6 +64,10 @@ impl<'a> Reader<'a> {
 
     fn boxed_str(&mut self, field: &'static str) -> Result<Box<str>, CodecError> {
         self.str(field).map(Box::from)
+    }
+
+    fn shared_str(&mut self, field: &'static str) -> Result<Arc<str>, CodecError> {
+        self.str(field).map(Arc::from)
     }
 
     fn json(&mut self, field: &'static str) -> Result<Json, CodecError> {
@@ -125,7 +130,7 @@ pub(crate) fn decode(value: &[u8]) -> Result<Entry, CodecError> {
             let key = r.boxed_str("key")?;
             let record_id = r.record_id()?;
             let turn = (flags & TURN != 0)
-                .then(|| r.boxed_str("turn"))
+                .then(|| r.shared_str("turn"))
                 .transpose()?;
             let args = (flags & ARGS != 0).then(|| r.json("args")).transpose()?;
             let checksum = (flags & CHECKSUM != 0).then(|| r.digest()).transpose()?;
@@ -172,7 +177,7 @@ pub(crate) fn decode(value: &[u8]) -> Result<Entry, CodecError> {
             let key = r.boxed_str("key")?;
             let record_id = r.record_id()?;
             let turn = (flags & TURN != 0)
-                .then(|| r.boxed_str("turn"))
+                .then(|| r.shared_str("turn"))
                 .transpose()?;
             let tool = (flags & TOOL != 0)
                 .then(|| r.boxed_str("tool"))

@@ -114,7 +114,7 @@ impl Correlator {
             key,
             has_id,
             record_id,
-            turn: env.turn.map(|t| t.0.into_boxed_str()),
+            turn: env.turn.map(|t| t.0),
             args: announce.args,
             checksum,
             created_at: time,

@@ -5,6 +5,7 @@ use super::merge::fold_approval;
 use super::provenance;
 use super::rules::Link;
 use crate::state::{Call, Done, ExecEnd, Fact, ScopeKey, WaitingResult};
+use std::sync::Arc;
 use toolcalls_model::{
     ApprovalState, CallId, Correlation, HookDecisionEntry, Json, Metadata, Phase, RecordId, Ref,
     ReplayPolicy, Spec, Status, Strategy, Timestamp, ToolCallRecord, TurnId,
@@ -60,14 +61,14 @@ impl Timing {
 }
 
 /// A record's metadata: its first revision, in `scope`.
-fn metadata(name: RecordId, scope: &ScopeKey, turn: Option<Box<str>>) -> Metadata {
+fn metadata(name: RecordId, scope: &ScopeKey, turn: Option<Arc<str>>) -> Metadata {
     Metadata {
         name,
         revision: 1,
         source: scope.source.clone(),
         session: scope.session.clone(),
         thread: scope.thread.clone(),
-        turn: turn.map(|t| TurnId(t.into_string())),
+        turn: turn.map(TurnId),
     }
 }
 

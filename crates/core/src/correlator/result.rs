@@ -178,7 +178,7 @@ impl Correlator {
             key,
             has_id,
             record_id,
-            turn: turn.map(|t| t.0.into_boxed_str()),
+            turn: turn.map(|t| t.0),
             tool: tool.map(String::into_boxed_str),
             args,
             checksum,

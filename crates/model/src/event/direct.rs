@@ -199,7 +199,7 @@ impl<'t> Reader<'t> {
             b"source" => put(&mut raw.source, self.shared()),
             b"session" => put(&mut raw.session, self.shared()),
             b"thread" => put(&mut raw.thread, self.shared()),
-            b"turn" => put(&mut raw.turn, self.owned()),
+            b"turn" => put(&mut raw.turn, self.shared()),
             b"callId" => put(&mut raw.call_id, self.owned()),
             b"time" => put(&mut raw.time, self.time()),
             b"attributes" => put(&mut raw.attributes, self.apart()),

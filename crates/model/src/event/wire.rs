@@ -63,7 +63,7 @@ raw_event! {
     source: Arc<str>,
     session: Arc<str>,
     thread: Arc<str>,
-    turn: String,
+    turn: Arc<str>,
     call_id: String,
     time: Timestamp,
     attributes: Map<String, Value>,

@@ -298,7 +298,7 @@ mod tests {
                 source: Source::new(s[0].as_str()),
                 session: SessionId::new(s[1].as_str()),
                 thread: pick(0, &s[2]).map(ThreadId::from),
-                turn: pick(1, &s[3]).map(TurnId),
+                turn: pick(1, &s[3]).map(TurnId::from),
             },
             stream_id: pick(2, &s[4]).map(CallId),
             checksum: on(3).then(|| crate::checksum::checksum_of(&s[0], None)),
