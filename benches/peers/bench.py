@@ -127,6 +127,16 @@ def main():
             label, wall, min(walls), max(walls), user, sys_, "{:,.0f} K".format(events / wall / 1e3),
             "1" if name == "toolcalls" else "%.1f ×" % (wall / base_wall),
             "1" if name == "toolcalls" else "%.1f ×" % (user / base_user)))
+    # The VM's speed drifts between rounds more than within one, so each command's wall time over
+    # toolcalls' in the same round is a steadier figure than the ratio of the medians.
+    print()
+    print("Wall time ÷ toolcalls' in the same round:")
+    for label, name, _ in cmds:
+        if name == "toolcalls":
+            continue
+        ratios = [t[0] / b[0] for t, b in zip(times[name], times["toolcalls"])]
+        print("- %s: %s (median %.1f ×)" % (
+            label, ", ".join("%.1f ×" % r for r in ratios), statistics.median(ratios)))
 
 
 if __name__ == "__main__":
