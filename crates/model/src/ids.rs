@@ -8,8 +8,6 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::sync::Arc;
 
-/// An id type holding its text as `$text`: a `String`, or an `Arc<str>` for the ids every
-/// record of a scope repeats (a record takes a reference to its scope's instead of a copy).
 /// Whether two ids' texts are the same. A shared text (`Arc<str>`) is first compared by pointer:
 /// the decoder hands out one text for the ids events repeat, so the correlator finds a scope
 /// without reading its key's text (`Arc`'s own `==` compares `str` by content only).
@@ -29,6 +27,8 @@ impl SameText for Arc<str> {
     }
 }
 
+/// An id type holding its text as `$text`: a `String`, or an `Arc<str>` for the ids every
+/// record of a scope repeats (a record takes a reference to its scope's instead of a copy).
 macro_rules! string_id {
     ($text:ty, $(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*

@@ -1,11 +1,11 @@
-//! The shared texts of the ids events repeat — source, session, thread — as the last events decoded
-//! on this thread had them: [`shared`].
+//! The shared texts of the ids events repeat — source, session, thread, turn — as the last events
+//! decoded on this thread had them: [`shared`].
 //!
 //! A session's events come in runs and a stream holds a few hundred sessions, so nearly every
-//! event names a source and session an event decoded shortly before it named. Handing out that
-//! event's `Arc<str>` again costs a compare and a reference count, where a new one cost an
-//! allocation, a copy and a free, twice an event; and the correlator finds the scope of an id it
-//! holds already by the pointer, without comparing the text.
+//! event names a source, session and turn an event decoded shortly before it named. Handing out
+//! that event's `Arc<str>` again costs a compare and a reference count, where a new one cost an
+//! allocation, a copy and a free for each; the correlator finds the scope of an id it holds
+//! already by the pointer, without comparing the text; and the calls of a turn hold one text.
 
 use std::cell::RefCell;
 use std::sync::Arc;
