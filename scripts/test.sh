@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace, installing what the tests need first.
 #
-#   scripts/test.sh            # everything: lint (fmt, clippy, import circles), unit, property,
+#   scripts/test.sh            # everything: lint (fmt, clippy, rustdoc, import circles), unit, property,
 #                              # system tests (the binary, a real broker),
 #                              # and a smoke run of the benchmarks and of the peers
 #   scripts/test.sh -p toolcalls-core   # extra arguments go to `cargo test` (no smoke runs)
@@ -43,6 +43,9 @@ cargo fmt --all -- --check
 
 step "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "cargo doc (broken or private links in the docs are errors)"
+RUSTDOCFLAGS="${RUSTDOCFLAGS:-} -D warnings" cargo doc --workspace --no-deps --locked --quiet
 
 # The tests and what they start write their temporary files into a directory of this run, which
 # must be empty when they are done: a test that leaves files behind would fill the temporary

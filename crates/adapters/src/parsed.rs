@@ -11,7 +11,7 @@ pub struct Options {
     /// processor's fallbacks (checksum, tool FIFO, oldest) do for frameworks without ids. Tool names,
     /// arguments and checksums stay.
     pub drop_ids: bool,
-    /// Use this `source` instead of the framework name ([`Format::source`]).
+    /// Use this `source` instead of the framework name ([`Format::source`](crate::Format::source)).
     pub source: Option<String>,
     /// Use this session for every event, instead of the one the file names (or, when it names
     /// none, the file name without its extensions).
@@ -38,7 +38,7 @@ pub struct Parsed {
 /// A line or part of a document that could not be turned into events.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct LineError {
-    /// The file name as given to [`parse`].
+    /// The file name as given to [`parse`](crate::parse).
     pub file: String,
     /// 1-based line number; for single-document formats the line the document starts on.
     pub line: usize,

@@ -172,7 +172,7 @@ pub use crate::jstext::ParseError as TextError;
 /// reads the text with serde_json into a tree that borrows strings without escapes from `text`
 /// and sorts objects as vectors; it covers every text serde_json reads (at most 128 levels, no
 /// lone surrogate, numbers within range of a double). When serde_json refuses the text, the
-/// JavaScript reader ([`crate::jstext`]) takes over: UTF-16 strings, numbers from their literal
+/// JavaScript reader (`crate::jstext`) takes over: UTF-16 strings, numbers from their literal
 /// text, an explicit stack instead of recursion.
 ///
 /// # Errors

@@ -3,7 +3,7 @@
 //! with tool inputs and results).
 //!
 //! The query API reads the partition stores without locks on the hot path: a
-//! [`DashMap`](dashmap::DashMap) indexes the live partition tasks (the coordinator is its only
+//! [`DashMap`] indexes the live partition tasks (the coordinator is its only
 //! writer), and a query is a message to each task, answered between two chunks of input.
 
 use crate::ownership::{Member, Ownership};

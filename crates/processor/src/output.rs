@@ -1,9 +1,9 @@
 //! The output stage: records, dead letters and changelog entries, encoded and handed to
 //! librdkafka.
 //!
-//! A partition task owns one [`Sink`]: it sends each message, counts what it sent, and keeps the
+//! A partition task owns one `Sink`: it sends each message, counts what it sent, and keeps the
 //! first error — a batch with a refused message is aborted at the checkpoint. Delivery results
-//! come back on librdkafka's threads ([`crate::client::ProducerCtx`]): a transaction fails on its
+//! come back on librdkafka's threads (`client::ProducerCtx`): a transaction fails on its
 //! own, and at-least-once counts the failures.
 
 use crate::client::SharedProducer;

@@ -10,7 +10,7 @@ use toolcalls_model::redact::Redaction;
 #[group(id = "redact")]
 pub struct RedactArgs {
     /// JSON pointer into a call's arguments, its result and each attribute whose value is
-    /// replaced by [REDACTED] in whatever leaves the process (records and dead-letter topics,
+    /// replaced by `[REDACTED]` in whatever leaves the process (records and dead-letter topics,
     /// query API, local output; the events ingest and receive publish), repeatable: `--redact-pointer
     /// /password`; the checksum stays the original's
     #[arg(
@@ -21,7 +21,7 @@ pub struct RedactArgs {
     pub pointers: Vec<String>,
     /// Regular expression whose matches in any string of a call's arguments, result and
     /// attributes, and in the reasons and messages that may quote them, are replaced by
-    /// [REDACTED], repeatable: `--redact-pattern 'sk-[A-Za-z0-9]{20,}'`
+    /// `[REDACTED]`, repeatable: `--redact-pattern 'sk-[A-Za-z0-9]{20,}'`
     #[arg(
         long = "redact-pattern",
         env = "TOOLCALLS_REDACT_PATTERN",
