@@ -8,7 +8,7 @@
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use std::hint::black_box;
 use toolcalls_core::{Config, Correlator, Effects, Position};
-use toolcalls_model::Event;
+use toolcalls_model::{checksum, Event, EventBody, RecordId};
 
 /// The allocator of the `toolcalls` binary (src/main.rs).
 #[global_allocator]
@@ -63,6 +63,76 @@ fn bench_core(c: &mut Criterion) {
             )
         });
     }
+    group.finish();
+    bench_parts(c, &events);
+}
+
+/// What the core path must do whatever the correlation costs, each alone over the same input: the
+/// ADK checksum of every announce's tool and arguments, the record id (a UUID v5, SHA-1) of every
+/// call, and the encoding of every record the core path publishes. The core path's time less
+/// these and `decode_only` is what correlating itself costs (benches/README.md, "Core path").
+fn bench_parts(c: &mut Criterion, events: &[Vec<u8>]) {
+    let decoded: Vec<Event> = events.iter().map(|e| Event::decode(e).unwrap()).collect();
+    let announces: Vec<_> = decoded
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::Announce(a) => Some((a.tool.as_str(), a.args.as_ref())),
+            _ => None,
+        })
+        .collect();
+    let mut correlator = Correlator::without_changelog(Config::default());
+    let mut out = Effects::default();
+    let mut records = Vec::new();
+    for (i, event) in decoded.iter().enumerate() {
+        correlator.apply(event.clone(), Position::new(0, i as i64), &mut out);
+        records.append(&mut out.records);
+    }
+    let ids: Vec<_> = records
+        .iter()
+        .map(|r| {
+            let m = &r.metadata;
+            (
+                m.source.clone(),
+                m.session.clone(),
+                m.thread.clone(),
+                r.correlation.key.clone(),
+            )
+        })
+        .collect();
+    let (source, session, thread, key) = &ids[0];
+    assert_eq!(
+        RecordId::derive(source, session, thread.as_ref(), key),
+        records[0].metadata.name,
+        "the record id is derived from the key the record names"
+    );
+
+    // Per input event, as the core path's figures are, so the rates add up as times.
+    let mut group = c.benchmark_group("core_parts");
+    group.throughput(Throughput::Elements(events.len() as u64));
+    group.bench_function("checksum_of_every_announce", |b| {
+        b.iter(|| {
+            for (tool, args) in &announces {
+                black_box(checksum::digest_of_json(tool, *args));
+            }
+        })
+    });
+    group.bench_function("record_id_of_every_call", |b| {
+        b.iter(|| {
+            for (source, session, thread, key) in &ids {
+                black_box(RecordId::derive(source, session, thread.as_ref(), key));
+            }
+        })
+    });
+    group.bench_function("encode_every_record", |b| {
+        let mut buf = Vec::with_capacity(4096);
+        b.iter(|| {
+            for r in &records {
+                buf.clear();
+                r.encode_into(&mut buf);
+                black_box(&buf);
+            }
+        })
+    });
     group.finish();
 }
 
