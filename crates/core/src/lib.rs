@@ -30,6 +30,7 @@
 mod codec;
 mod config;
 mod correlator;
+mod decimal;
 mod replay;
 mod state;
 mod step;

@@ -5,7 +5,7 @@
 //! correlator's per-scope tables, the call id is held once (as the record key), and the checksum is
 //! its 32 digest bytes. The changelog carries what those indexes stand for (see [`EntryRef`]).
 
-use crate::Position;
+use crate::{decimal, Position};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::sync::Arc;
@@ -244,18 +244,9 @@ impl PositionKey {
         self.len += 1;
     }
 
-    fn push_digits(&mut self, mut n: u64) {
-        let mut digits = [0u8; 20];
-        let mut at = digits.len();
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        let run = &digits[at..];
+    fn push_digits(&mut self, n: u64) {
+        let mut buf = [0; decimal::U64_DIGITS];
+        let run = decimal::digits(n, &mut buf).as_bytes();
         self.text[self.len..self.len + run.len()].copy_from_slice(run);
         self.len += run.len();
     }

@@ -6,6 +6,7 @@ use super::indexes::IdsFiled;
 use super::window::Held;
 use super::{repeats, scopes, Correlator, RestoreError, META_SEQ, RESTORED_SEQ_LIMIT, SCOPE_BIT};
 use crate::codec::{decode, encode};
+use crate::decimal;
 use crate::state::{Closed, Entry, EntryRef, Live, Meta, WaitingResult, META_KEY};
 use crate::{ChangelogOp, Config, Position};
 
@@ -347,20 +348,12 @@ const SCOPE_KEY_PREFIX: &str = "s";
 
 /// `prefix` followed by `seq` in decimal, as a key (without the formatting machinery: a
 /// checkpoint makes one per changed entry).
-fn numbered_key(prefix: &str, mut seq: u64) -> String {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (seq % 10) as u8;
-        seq /= 10;
-        if seq == 0 {
-            break;
-        }
-    }
-    let mut key = String::with_capacity(prefix.len() + digits.len() - at);
+fn numbered_key(prefix: &str, seq: u64) -> String {
+    let mut buf = [0; decimal::U64_DIGITS];
+    let digits = decimal::digits(seq, &mut buf);
+    let mut key = String::with_capacity(prefix.len() + digits.len());
     key.push_str(prefix);
-    key.push_str(std::str::from_utf8(&digits[at..]).expect("ASCII digits"));
+    key.push_str(digits);
     key
 }
 
