@@ -209,8 +209,7 @@ pub(crate) fn position_key(pos: Position) -> String {
 }
 
 /// `@topic:offset`, written on the stack by hand: a call announced without an id has its key
-/// written three times (filed, elided, recorded), and `format!` took about 900 instructions a
-/// time, more than the SHA-1 of its record id.
+/// written three times (filed, elided, recorded), and `format!` costs several times the work.
 pub(crate) struct PositionKey {
     text: [u8; PositionKey::MAX],
     len: usize,
