@@ -305,6 +305,38 @@ fn a_clean_local_run_of_the_real_fixtures_passes() {
 }
 
 #[test]
+fn a_file_saved_with_a_byte_order_mark_is_audited_as_local_read_it() {
+    let dir = scratch_dir("bom");
+    let (plain, marked) = (dir.join("plain.jsonl"), dir.join("marked.jsonl"));
+    let lines = generated_events(40);
+    write_lines(&plain, &lines);
+    let text = std::fs::read(&plain).unwrap();
+    std::fs::write(
+        &marked,
+        [&toolcalls_model::bom::UTF8_BOM[..], &text].concat(),
+    )
+    .unwrap();
+    let (plain_records, marked_records) = (dir.join("plain-records"), dir.join("marked-records"));
+    for (input, records) in [(&plain, &plain_records), (&marked, &marked_records)] {
+        let local = run(&["local", s(input), "-o", s(records), "-q"]);
+        assert_eq!(local.code, 0, "{}", local.show());
+    }
+    // The mark is no event and no bad line: the records are the plain file's, but for the name
+    // their provenance gives the file.
+    let text_of = |p: &Path| std::fs::read_to_string(p).unwrap();
+    assert_eq!(
+        text_of(&marked_records).replace("marked.jsonl", "plain.jsonl"),
+        text_of(&plain_records)
+    );
+    assert!(!records_of(&plain_records).is_empty());
+    let audit = run(&["audit", s(&marked), "--records", s(&marked_records)]);
+    assert_eq!(audit.code, 0, "{}", audit.show());
+    for part in ["ok: every input is accounted for", " 1 bad lines"] {
+        assert!(audit.stdout.contains(part), "{part}: {}", audit.show());
+    }
+}
+
+#[test]
 fn a_removed_record_is_named_by_its_positions() {
     let dir = scratch_dir("removed");
     let input = dir.join("events.jsonl");

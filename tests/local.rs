@@ -146,6 +146,52 @@ fn output_is_deterministic_and_can_go_to_a_file() {
 }
 
 #[test]
+fn a_file_saved_with_a_byte_order_mark_reads_as_without() {
+    let plain = std::fs::read_to_string(EXAMPLE).unwrap();
+    let marked = format!("\u{feff}{plain}");
+    for threads in ["1", "2"] {
+        let args = ["local", "--threads", threads, "-"];
+        let (with, without) = (
+            toolcalls(&args, Some(&marked)),
+            toolcalls(&args, Some(&plain)),
+        );
+        assert_eq!(with.status.code(), Some(0), "--threads {threads}");
+        assert_eq!(with.stdout, without.stdout, "--threads {threads}: records");
+        // The same bad line (25), under the same number, and the same summary.
+        assert_eq!(
+            String::from_utf8_lossy(&with.stderr),
+            String::from_utf8_lossy(&without.stderr),
+            "--threads {threads}"
+        );
+        assert_eq!(records(&with).len(), 9);
+    }
+    // A native format is told and read through the mark too.
+    let hooks = concat!(
+        r#"{"session_id":"s","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"ls"},"tool_use_id":"toolu_1","timestamp":"2026-01-01T00:00:00Z"}"#,
+        "\n",
+        r#"{"session_id":"s","hook_event_name":"PostToolUse","tool_name":"Bash","tool_input":{"command":"ls"},"tool_use_id":"toolu_1","tool_response":{"stdout":""},"timestamp":"2026-01-01T00:00:01Z"}"#,
+        "\n",
+    );
+    let args = ["local", "--format", "auto", "-"];
+    let with = toolcalls(&args, Some(&format!("\u{feff}{hooks}")));
+    assert_eq!(
+        with.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&with.stderr)
+    );
+    assert_eq!(with.stdout, toolcalls(&args, Some(hooks)).stdout);
+    assert_eq!(records(&with).len(), 1);
+    // Elsewhere the mark is a bad line, and the message says what it is.
+    let later = toolcalls(&["local", "-"], Some(&format!("{plain}\u{feff}{{}}\n")));
+    let stderr = String::from_utf8_lossy(&later.stderr);
+    assert!(
+        stderr.contains("<stdin>:26:") && stderr.contains("byte order mark"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn strict_stops_at_the_first_bad_line() {
     let out = toolcalls(&["local", "--strict", "-"], Some("{\"v\":1}\n"));
     assert_eq!(out.status.code(), Some(2));

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use toolcalls_adapters::Format;
-use toolcalls_model::Event;
+use toolcalls_model::{bom, Event};
 
 /// What to read.
 pub struct Files<'a> {
@@ -157,10 +157,12 @@ fn read_v1(
             break;
         }
         line += 1;
-        if buf.iter().all(u8::is_ascii_whitespace) {
+        // A byte order mark is skipped at the start of a file, as `toolcalls local` skips it.
+        let text = if line == 1 { bom::strip(&buf) } else { &buf };
+        if text.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        match Event::decode(&buf) {
+        match Event::decode(text) {
             Ok(event) => ledger.input_event((n, line), Content::Event(&event)),
             Err(e) => ledger.input_event((n, line), Content::Invalid(e.reason())),
         }

@@ -4,11 +4,13 @@
 //! half-written is read at the next poll.
 
 use toolcalls_adapters::Format;
+use toolcalls_model::bom;
 
-/// The length of the part of `bytes` ready to be parsed as `format`; `None` while none is.
+/// The length of the part of `bytes` ready to be parsed as `format`; `None` while none is. A byte
+/// order mark at the start is the file's, not the document's (the adapters skip it).
 pub fn ready(format: Format, bytes: &[u8]) -> Option<usize> {
     if is_document(format, bytes) {
-        return serde_json::from_slice::<serde::de::IgnoredAny>(bytes)
+        return serde_json::from_slice::<serde::de::IgnoredAny>(bom::strip(bytes))
             .is_ok()
             .then_some(bytes.len());
     }
@@ -26,6 +28,7 @@ pub fn is_document(format: Format, bytes: &[u8]) -> bool {
     if !format.reads_documents() {
         return false;
     }
+    let bytes = bom::strip(bytes);
     let start = bytes
         .iter()
         .position(|b| !b.is_ascii_whitespace())
@@ -58,6 +61,16 @@ mod tests {
         let pretty = b"{\n  \"resourceSpans\": []\n}";
         assert_eq!(ready(Format::Otel, &pretty[..12]), None);
         assert_eq!(ready(Format::Otel, pretty), Some(pretty.len()));
+    }
+
+    #[test]
+    fn a_document_saved_with_a_byte_order_mark_is_one_once_complete() {
+        let doc = "\u{feff}{\n  \"resourceSpans\": []\n}";
+        assert!(is_document(Format::Otel, doc.as_bytes()));
+        assert_eq!(ready(Format::Otel, &doc.as_bytes()[..12]), None);
+        assert_eq!(ready(Format::Otel, doc.as_bytes()), Some(doc.len()));
+        let g = "\u{feff}{\"messages\": []}";
+        assert_eq!(ready(Format::GeminiCli, g.as_bytes()), Some(g.len()));
     }
 
     #[test]

@@ -841,6 +841,52 @@ mod tests {
         );
     }
 
+    /// What a follower writes, kept for the test to read.
+    #[derive(Clone, Default)]
+    struct Written(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Written {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A transcript saved with a byte order mark is told apart and followed as one without: the
+    /// same events, when it is written in two pieces, the first cutting the mark.
+    #[test]
+    fn a_file_saved_with_a_byte_order_mark_is_followed_as_without() {
+        let sample = std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("crates/adapters/tests/data/claude-subagent-agent-a3f9c1e.jsonl"),
+        )
+        .unwrap();
+        let marked = [&toolcalls_model::bom::UTF8_BOM[..], &sample].concat();
+        let follow = |bytes: &[u8], cut: usize| {
+            let dir = tempfile::tempdir().unwrap();
+            let file = dir.path().join("s.jsonl");
+            let mut f = follower(&file, &dir.path().join("checkpoints"));
+            f.s.format = None;
+            let written = Written::default();
+            f.out = Outlet::Lines(Box::new(written.clone()));
+            for piece in [&bytes[..cut], bytes] {
+                std::fs::write(&file, piece).unwrap();
+                f.step(&file, Stat::of(&std::fs::metadata(&file).unwrap()))
+                    .unwrap();
+            }
+            let out = written.0.lock().unwrap().clone();
+            out
+        };
+        let plain = follow(&sample, sample.len() / 2);
+        assert!(plain.split(|&b| b == b'\n').count() > 2, "no events");
+        assert_eq!(follow(&marked, 2), plain);
+        assert_eq!(follow(&marked, marked.len() / 2), plain);
+    }
+
     #[test]
     fn the_streams_of_files_at_rest_are_let_go() {
         let opts = Options::default();

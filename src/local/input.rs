@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use toolcalls_adapters::Format;
 use toolcalls_core::Position;
-use toolcalls_model::Event;
+use toolcalls_model::{bom, Event};
 
 /// Bytes read at a time; a chunk of v1 lines is about this long (longer when a line is).
 const CHUNK_BYTES: usize = 256 << 10;
@@ -306,8 +306,20 @@ fn initialised_to(buf: &mut Vec<u8>, need: usize) {
     }
 }
 
-/// A chunk of the whole lines in `buf[..len]`, counted on from `lines`.
-fn cut(topic: u16, buf: Vec<u8>, len: usize, lines: &mut usize, buffers: &Arc<Buffers>) -> Chunk {
+/// A chunk of the whole lines in `buf[..len]`, counted on from `lines`. The first chunk of an
+/// input holds its start, where a byte order mark is skipped (`toolcalls_model::bom`).
+fn cut(
+    topic: u16,
+    mut buf: Vec<u8>,
+    mut len: usize,
+    lines: &mut usize,
+    buffers: &Arc<Buffers>,
+) -> Chunk {
+    if *lines == 0 && bom::starts(&buf[..len]) {
+        let mark = bom::UTF8_BOM.len();
+        buf.copy_within(mark..len, 0);
+        len -= mark;
+    }
     let bytes = &buf[..len];
     let first_line = *lines + 1;
     let count = newlines(bytes) + usize::from(bytes.last().is_some_and(|&b| b != b'\n'));

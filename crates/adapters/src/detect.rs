@@ -12,9 +12,10 @@ use crate::Format;
 
 impl Format {
     /// The format of a file when its name and first bytes leave no doubt; `None` otherwise (the
-    /// caller then asks for `--format`). `first_bytes` should be the first 64 KiB or so.
+    /// caller then asks for `--format`). `first_bytes` should be the first 64 KiB or so; a byte
+    /// order mark at their start is skipped.
     pub fn detect(path: &str, first_bytes: &[u8]) -> Option<Format> {
-        detect(path, first_bytes)
+        detect(path, toolcalls_model::bom::strip(first_bytes))
     }
 }
 
@@ -231,6 +232,9 @@ mod tests {
         ];
         for (path, text, want) in cases {
             assert_eq!(detect(path, text.as_bytes()), want, "{text}");
+            // Saved "with BOM": the same answer.
+            let marked = format!("\u{feff}{text}");
+            assert_eq!(Format::detect(path, marked.as_bytes()), want, "{marked}");
         }
     }
 

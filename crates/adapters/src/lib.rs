@@ -63,8 +63,10 @@ pub use parsed::{LineError, Options, Parsed};
 pub use stream::Stream;
 
 /// Parses one file. `name` is used in error messages and, for formats that name no session, as the
-/// session (its file name without directories and extensions).
+/// session (its file name without directories and extensions). A byte order mark at the start of
+/// the file is skipped ([`toolcalls_model::bom`]).
 pub fn parse(format: Format, name: &str, input: &[u8], opts: &Options) -> Parsed {
+    let input = toolcalls_model::bom::strip(input);
     let mut ctx = common::Ctx::new(format, name, opts);
     match format {
         Format::ClaudeCode

@@ -71,8 +71,14 @@ impl Stream {
         self.ctx.take()
     }
 
-    /// `complete` ends with a newline: every line in it is whole.
+    /// `complete` ends with a newline: every line in it is whole. The first holds the file from
+    /// its start, where `parse` skips a byte order mark.
     fn read(&mut self, complete: &[u8]) {
+        let complete = if self.lines == 0 {
+            toolcalls_model::bom::strip(complete)
+        } else {
+            complete
+        };
         let body = &complete[..complete.len() - 1];
         for (i, bytes) in lines(body) {
             self.reader.line(&mut self.ctx, self.lines + i, bytes);
@@ -109,6 +115,25 @@ mod tests {
         }
         let bytewise: Vec<&[u8]> = bytes.chunks(1).collect();
         assert_eq!(read(&bytewise), whole, "{format}, byte by byte");
+    }
+
+    #[test]
+    fn a_byte_order_mark_at_the_start_is_skipped_in_any_pieces() {
+        let call = r#"{"session_id":"s","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"ls"},"tool_use_id":"toolu_1","timestamp":"2026-01-01T00:00:00Z"}"#;
+        let plain = format!("{call}\nnot json\n{call}\n");
+        let marked = format!("\u{feff}{plain}");
+        same_in_pieces(Format::ClaudeCodeHooks, &marked);
+        let opts = Options::default();
+        let (with, without) = (
+            parse(Format::ClaudeCodeHooks, "f.jsonl", marked.as_bytes(), &opts),
+            parse(Format::ClaudeCodeHooks, "f.jsonl", plain.as_bytes(), &opts),
+        );
+        assert_eq!(with, without);
+        assert_eq!((with.events.len(), with.errors[0].line), (2, 2));
+        // Only at the start of the file: a marked line after it is a bad line.
+        let later = format!("{plain}\u{feff}{call}\n");
+        let p = parse(Format::ClaudeCodeHooks, "f.jsonl", later.as_bytes(), &opts);
+        assert_eq!((p.events.len(), p.errors.len()), (2, 2));
     }
 
     #[test]

@@ -272,3 +272,36 @@ fn a_line_format_read_in_pieces_gives_what_it_gives_read_whole() {
         assert!(streamed_any, "no fixture of a line format");
     }
 }
+
+#[test]
+fn a_fixture_saved_with_a_byte_order_mark_reads_as_without() {
+    for (e, bytes) in read_fixtures() {
+        let marked = [&toolcalls_model::bom::UTF8_BOM[..], &bytes].concat();
+        let head = &marked[..marked.len().min(64 * 1024)];
+        assert_eq!(Format::detect(e.file, head), Some(e.format), "{}", e.file);
+        let whole = parse(e.format, e.file, &bytes, &Options::default());
+        assert_eq!(
+            parse(e.format, e.file, &marked, &Options::default()),
+            whole,
+            "{}",
+            e.file
+        );
+        let Some(mut stream) =
+            toolcalls_adapters::Stream::new(e.format, e.file, &Options::default())
+        else {
+            continue;
+        };
+        // The mark cut in two by the first piece, as a file being written can be.
+        let (mut events, mut from) = (Vec::new(), 0);
+        for to in [1, 2]
+            .into_iter()
+            .chain(cuts(marked.len(), 3).into_iter().filter(|&to| to > 2))
+        {
+            let p = stream.push(&marked[from..to]);
+            assert!(p.errors.is_empty(), "{}: {:?}", e.file, p.errors);
+            events.extend(p.events);
+            from = to;
+        }
+        assert_eq!(events, whole.events, "{}", e.file);
+    }
+}

@@ -15,6 +15,7 @@
 //! The JSON Schemas in `schemas/` describe the same shapes for other teams; a test keeps the two in
 //! step.
 
+pub mod bom;
 pub mod canonical;
 mod canonical_direct;
 pub mod checksum;

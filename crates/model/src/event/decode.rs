@@ -12,10 +12,17 @@ use std::borrow::Cow;
 impl Event {
     /// Decodes and validates one message.
     pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
-        match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+        let first = bytes.iter().position(|b| !b.is_ascii_whitespace());
+        match first.map(|at| &bytes[at..]) {
             None => return Err(DecodeError::Empty),
-            Some(b'{') => {}
+            Some([b'{', ..]) => {}
             Some(_) if std::str::from_utf8(bytes).is_err() => return Err(DecodeError::InvalidUtf8),
+            // Invisible in an editor, and serde would only say "expected value at column 1".
+            Some(rest) if crate::bom::starts(rest) => {
+                return Err(DecodeError::NotJson(
+                    "it starts with a UTF-8 byte order mark (U+FEFF, bytes EF BB BF); write it as UTF-8 without one".into(),
+                ))
+            }
             Some(_) => {
                 return Err(
                     match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
@@ -415,5 +422,19 @@ mod tests {
             Event::decode(unknown).unwrap_err().reason(),
             "invalid_field"
         );
+    }
+
+    #[test]
+    fn a_message_led_by_a_byte_order_mark_is_refused_and_told_why() {
+        let event = announce_with_args("{}");
+        let marked = [&crate::bom::UTF8_BOM[..], &event].concat();
+        let e = Event::decode(&marked).unwrap_err();
+        assert_eq!(e.reason(), "not_json");
+        assert!(e.to_string().contains("byte order mark"), "{e}");
+        // Invalid UTF-8 anywhere is still the reason it is refused for.
+        let broken = [&marked[..], &[0xff]].concat();
+        assert_eq!(Event::decode(&broken).unwrap_err().reason(), "invalid_utf8");
+        // The mark is only stripped from files (crate::bom): a message is decoded as it is.
+        assert!(Event::decode(crate::bom::strip(&marked)).is_ok());
     }
 }
