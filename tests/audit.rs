@@ -378,6 +378,35 @@ fn a_removed_record_is_named_by_its_positions() {
 }
 
 #[test]
+fn a_record_that_names_a_line_which_is_no_event_is_named() {
+    let dir = scratch_dir("not-an-event");
+    let input = dir.join("events.jsonl");
+    let mut lines = generated_events(30);
+    write_lines(&input, &lines);
+    let records = dir.join("records.jsonl");
+    assert_eq!(run(&["local", s(&input), "-o", s(&records), "-q"]).code, 0);
+    let record = records_of(&records)
+        .into_iter()
+        .find(|r| r.stream_id.is_some())
+        .expect("a record with an id");
+    let line = record.provenance.0[0].positions()[0];
+    // The input the records were made from is not the input audited: one of its lines was
+    // damaged since.
+    lines[line as usize - 1] = "{\"v\":1,".to_owned();
+    write_lines(&input, &lines);
+
+    let audit = run(&["audit", s(&input), "--records", s(&records)]);
+    assert_eq!(audit.code, 1, "{}", audit.show());
+    let want = format!(
+        "no input    {}:{line}: named by record {}, but the input holds no event there (what it holds is not one: not_json)",
+        input.display(),
+        record.id()
+    );
+    assert!(audit.stdout.contains(&want), "{want}: {}", audit.show());
+    assert!(audit.stdout.contains("1 discrepancies"), "{}", audit.show());
+}
+
+#[test]
 fn a_record_published_twice_with_different_content_is_named() {
     let dir = scratch_dir("twice");
     let input = dir.join("events.jsonl");

@@ -130,8 +130,13 @@ pub enum Discrepancy {
         revision: u32,
         latest: u32,
     },
-    /// A record names a position inside the audited range that holds no input event.
-    NoSuchInput { at: String, record: RecordId },
+    /// A record names a position inside the audited range that holds no input event: nothing,
+    /// or (`not_an_event`, its reason) an input that is not a valid event.
+    NoSuchInput {
+        at: String,
+        record: RecordId,
+        not_an_event: Option<String>,
+    },
     /// A record line that is not a record, or a provenance the runtime did not name.
     BadRecord { at: String, why: String },
 }
@@ -185,10 +190,20 @@ impl fmt::Display for Discrepancy {
                 f,
                 "dropped     {at}: in record {record} revision {revision}, not in its latest revision {latest}"
             ),
-            Discrepancy::NoSuchInput { at, record } => write!(
-                f,
-                "no input    {at}: named by record {record}, but the input holds no event there"
-            ),
+            Discrepancy::NoSuchInput {
+                at,
+                record,
+                not_an_event,
+            } => {
+                write!(
+                    f,
+                    "no input    {at}: named by record {record}, but the input holds no event there"
+                )?;
+                match not_an_event {
+                    Some(reason) => write!(f, " (what it holds is not one: {reason})"),
+                    None => Ok(()),
+                }
+            }
             Discrepancy::BadRecord { at, why } => write!(f, "bad record  {at}: {why}"),
         }
     }
@@ -522,10 +537,21 @@ impl Ledger {
                     reason,
                 });
             }
-            if let Content::Event(event) = input {
-                for identity in identities(event).into_iter().flatten() {
-                    self.identities.insert(identity, claim.record);
+            match input {
+                Content::Event(event) => {
+                    for identity in identities(event).into_iter().flatten() {
+                        self.identities.insert(identity, claim.record);
+                    }
                 }
+                // The record and this reading of the input disagree on what is there.
+                Content::Invalid(reason) if dead.is_none() => {
+                    self.discrepancies.push(Discrepancy::NoSuchInput {
+                        at: self.show(pos),
+                        record: id,
+                        not_an_event: Some(reason.to_owned()),
+                    });
+                }
+                Content::Invalid(_) => {}
             }
             return;
         }
@@ -591,6 +617,7 @@ impl Ledger {
                 let d = Discrepancy::NoSuchInput {
                     at: self.show(pos),
                     record: info.id,
+                    not_an_event: None,
                 };
                 self.discrepancies.push(d);
             } else if info.kind == Kind::Published && claim.revision < info.latest {
