@@ -304,6 +304,7 @@ pub fn run(
     let mut file_of_session: HashMap<String, String> = HashMap::new();
     for path in &args.files {
         let (name, bytes) = read(path)?;
+        crate::encoding::refuse_foreign(&name, &bytes)?;
         let format = match forced {
             Some(f) => f,
             None => Format::detect(&name, &bytes[..bytes.len().min(1 << 16)]).with_context(|| {
@@ -574,5 +575,23 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("unknown format `claude`"), "{e}");
+    }
+
+    #[test]
+    fn a_file_in_utf16_is_refused_with_its_encoding_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let utf16 = dir.path().join("hooks.jsonl");
+        let text = std::fs::read_to_string(sample("claude-hooks.jsonl")).unwrap();
+        let bytes: Vec<u8> = format!("\u{feff}{text}")
+            .encode_utf16()
+            .flat_map(u16::to_le_bytes)
+            .collect();
+        std::fs::write(&utf16, bytes).unwrap();
+        let mut sink = Collect::default();
+        let e = run(&args(&[&utf16], &[]), &Redaction::default(), &mut sink)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("hooks.jsonl is UTF-16LE text"), "{e}");
+        assert!(sink.sent.is_empty());
     }
 }

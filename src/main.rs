@@ -2,6 +2,7 @@
 
 mod audit;
 mod checksum;
+mod encoding;
 mod follow;
 mod ingest;
 mod left_out;

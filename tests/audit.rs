@@ -337,6 +337,27 @@ fn a_file_saved_with_a_byte_order_mark_is_audited_as_local_read_it() {
 }
 
 #[test]
+fn an_input_in_utf16_is_refused_with_its_encoding_named() {
+    let dir = scratch_dir("utf16");
+    let input = dir.join("events.jsonl");
+    let text = generated_events(5).join("\n") + "\n";
+    let bytes: Vec<u8> = format!("\u{feff}{text}")
+        .encode_utf16()
+        .flat_map(u16::to_le_bytes)
+        .collect();
+    std::fs::write(&input, bytes).unwrap();
+    let records = dir.join("records.jsonl");
+    std::fs::write(&records, "").unwrap();
+    let audit = run(&["audit", s(&input), "--records", s(&records)]);
+    assert_eq!(audit.code, 2, "{}", audit.show());
+    assert!(
+        audit.stderr.contains("events.jsonl is UTF-16LE text"),
+        "{}",
+        audit.show()
+    );
+}
+
+#[test]
 fn a_removed_record_is_named_by_its_positions() {
     let dir = scratch_dir("removed");
     let input = dir.join("events.jsonl");

@@ -192,6 +192,44 @@ fn a_file_saved_with_a_byte_order_mark_reads_as_without() {
 }
 
 #[test]
+fn a_file_in_utf16_is_refused_with_its_encoding_named() {
+    let dir = scratch_dir("local-utf16");
+    let text = std::fs::read_to_string(EXAMPLE).unwrap();
+    for (encoding, big) in [("UTF-16LE", false), ("UTF-16BE", true)] {
+        let path = dir.join(format!("{encoding}.jsonl"));
+        let bytes: Vec<u8> = format!("\u{feff}{text}")
+            .encode_utf16()
+            .flat_map(|u| {
+                if big {
+                    u.to_be_bytes()
+                } else {
+                    u.to_le_bytes()
+                }
+            })
+            .collect();
+        std::fs::write(&path, bytes).unwrap();
+        for args in [
+            &["--threads", "1"][..],
+            &["--threads", "2"],
+            &["--format", "auto"],
+        ] {
+            let mut argv = vec!["local"];
+            argv.extend_from_slice(args);
+            argv.push(path.to_str().unwrap());
+            let out = toolcalls(&argv, None);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+            assert!(
+                stderr.contains(&format!("{encoding}.jsonl is {encoding} text"))
+                    && stderr.contains("iconv"),
+                "{args:?}: {stderr}"
+            );
+            assert!(out.stdout.is_empty(), "{args:?}");
+        }
+    }
+}
+
+#[test]
 fn strict_stops_at_the_first_bad_line() {
     let out = toolcalls(&["local", "--strict", "-"], Some("{\"v\":1}\n"));
     assert_eq!(out.status.code(), Some(2));

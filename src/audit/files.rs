@@ -157,6 +157,9 @@ fn read_v1(
             break;
         }
         line += 1;
+        if line == 1 {
+            crate::encoding::refuse_foreign(name, &buf)?;
+        }
         // A byte order mark is skipped at the start of a file, as `toolcalls local` skips it.
         let text = if line == 1 { bom::strip(&buf) } else { &buf };
         if text.iter().all(u8::is_ascii_whitespace) {
@@ -183,6 +186,7 @@ fn read_native(
     progress: &mut Progress,
 ) -> anyhow::Result<()> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {name}"))?;
+    crate::encoding::refuse_foreign(name, &bytes)?;
     let format = match format {
         Some(f) => f,
         None => Format::detect(name, &bytes[..bytes.len().min(1 << 16)]).with_context(|| {

@@ -389,6 +389,12 @@ impl Follower {
         t.read_again();
         t.seen = Some(stat);
         t.read_at = Some(began);
+        if let Some(said) = crate::encoding::foreign(&name, &bytes) {
+            if t.said.insert("encoding".into()) {
+                say!("toolcalls ingest: {said}; skipped until it is");
+            }
+            return Ok(());
+        }
         let Some(format) = self
             .s
             .format
@@ -856,23 +862,34 @@ mod tests {
         }
     }
 
+    /// A follower of `file` that tells its format and writes to what it returns.
+    fn detecting_follower(file: &Path, dir: &Path) -> (Follower, Written) {
+        let mut f = follower(file, &dir.join("checkpoints"));
+        f.s.format = None;
+        let written = Written::default();
+        f.out = Outlet::Lines(Box::new(written.clone()));
+        (f, written)
+    }
+
+    /// A Claude Code transcript of the adapters' samples.
+    fn transcript() -> String {
+        std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("crates/adapters/tests/data/claude-subagent-agent-a3f9c1e.jsonl"),
+        )
+        .unwrap()
+    }
+
     /// A transcript saved with a byte order mark is told apart and followed as one without: the
     /// same events, when it is written in two pieces, the first cutting the mark.
     #[test]
     fn a_file_saved_with_a_byte_order_mark_is_followed_as_without() {
-        let sample = std::fs::read(
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("crates/adapters/tests/data/claude-subagent-agent-a3f9c1e.jsonl"),
-        )
-        .unwrap();
+        let sample = transcript().into_bytes();
         let marked = [&toolcalls_model::bom::UTF8_BOM[..], &sample].concat();
         let follow = |bytes: &[u8], cut: usize| {
             let dir = tempfile::tempdir().unwrap();
             let file = dir.path().join("s.jsonl");
-            let mut f = follower(&file, &dir.path().join("checkpoints"));
-            f.s.format = None;
-            let written = Written::default();
-            f.out = Outlet::Lines(Box::new(written.clone()));
+            let (mut f, written) = detecting_follower(&file, dir.path());
             for piece in [&bytes[..cut], bytes] {
                 std::fs::write(&file, piece).unwrap();
                 f.step(&file, Stat::of(&std::fs::metadata(&file).unwrap()))
@@ -885,6 +902,31 @@ mod tests {
         assert!(plain.split(|&b| b == b'\n').count() > 2, "no events");
         assert_eq!(follow(&marked, 2), plain);
         assert_eq!(follow(&marked, marked.len() / 2), plain);
+    }
+
+    /// A transcript saved as UTF-16 is said once and left, not read as lines that would every
+    /// one be bad; converted, it is read.
+    #[test]
+    fn a_file_in_utf16_is_left_until_it_is_utf8() {
+        let sample = transcript();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("s.jsonl");
+        let (mut f, written) = detecting_follower(&file, dir.path());
+        let utf16: Vec<u8> = format!("\u{feff}{sample}")
+            .encode_utf16()
+            .flat_map(u16::to_le_bytes)
+            .collect();
+        for _ in 0..2 {
+            std::fs::write(&file, &utf16).unwrap();
+            f.step(&file, Stat::of(&std::fs::metadata(&file).unwrap()))
+                .unwrap();
+        }
+        assert!(written.0.lock().unwrap().is_empty());
+        assert_eq!(f.files[&file].said.len(), 1, "said once");
+        std::fs::write(&file, &sample).unwrap();
+        f.step(&file, Stat::of(&std::fs::metadata(&file).unwrap()))
+            .unwrap();
+        assert!(!written.0.lock().unwrap().is_empty(), "read once UTF-8");
     }
 
     #[test]

@@ -234,6 +234,7 @@ impl Reader {
                     .context("cannot read standard input")?;
             }
         }
+        crate::encoding::refuse_foreign(name, &bytes)?;
         let format = match format {
             Some(f) => f,
             None => Format::detect(name, &bytes[..bytes.len().min(1 << 16)]).with_context(|| {
@@ -282,6 +283,10 @@ fn next_lines(
             }
         };
         len += n;
+        if *lines == 0 {
+            // Four bytes tell the mark of another encoding; the end of the input tells none.
+            crate::encoding::refuse_foreign(name, &buf[..len])?;
+        }
         if n == 0 {
             // The end of the input: a last line needs no newline.
             if len == 0 {
