@@ -304,21 +304,18 @@ pub fn run(
     let mut file_of_session: HashMap<String, String> = HashMap::new();
     for path in &args.files {
         let (name, bytes) = read(path)?;
-        crate::encoding::refuse_foreign(&name, &bytes)?;
-        let format = match forced {
-            Some(f) => f,
-            None => Format::detect(&name, &bytes[..bytes.len().min(1 << 16)]).with_context(|| {
-                format!("cannot tell the format of {name}; name it with --format (see docs/ADAPTERS.md)")
-            })?,
-        };
+        let format = crate::input_format::of(forced, &name, &bytes)?;
         let Parsed {
             mut events,
             errors,
             skipped,
-        } = parse(format, &name, &bytes, &opts);
+        } = match format {
+            Some(format) => parse(format, &name, &bytes, &opts),
+            None => Parsed::default(),
+        };
         let mut summary = FileSummary {
             name: name.clone(),
-            format: Some(format),
+            format,
             skipped: skipped as u64,
             ..FileSummary::default()
         };
@@ -391,7 +388,7 @@ fn print_summary(files: &[FileSummary]) {
         say!(
             "  {} [{}]: {}; {} sessions, {} bad lines, {} rows skipped",
             f.name,
-            f.format.map_or("?", Format::name),
+            f.format.map_or("empty", Format::name),
             if kinds.is_empty() {
                 "no events".to_owned()
             } else {
@@ -575,6 +572,25 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("unknown format `claude`"), "{e}");
+    }
+
+    #[test]
+    fn an_empty_file_among_others_is_read_as_no_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("new-session.jsonl");
+        std::fs::write(&empty, "\u{feff}\n \n").unwrap();
+        let hooks = sample("claude-hooks.jsonl");
+        let mut sink = Collect::default();
+        let summaries = run(
+            &args(&[&empty, &hooks], &[]),
+            &Redaction::default(),
+            &mut sink,
+        )
+        .unwrap();
+        assert_eq!(summaries[0].format, None);
+        assert!(summaries[0].events.is_empty());
+        assert_eq!(summaries[1].format, Some(Format::ClaudeCodeHooks));
+        assert!(!sink.sent.is_empty());
     }
 
     #[test]

@@ -5,6 +5,7 @@ mod checksum;
 mod encoding;
 mod follow;
 mod ingest;
+mod input_format;
 mod left_out;
 mod local;
 mod publish_args;

@@ -192,6 +192,40 @@ fn a_file_saved_with_a_byte_order_mark_reads_as_without() {
 }
 
 #[test]
+fn an_empty_file_has_no_format_to_tell_and_no_events() {
+    let dir = scratch_dir("local-empty");
+    let (empty, hooks) = (dir.join("empty.jsonl"), dir.join("hooks.jsonl"));
+    std::fs::write(&empty, "\n").unwrap();
+    std::fs::write(
+        &hooks,
+        r#"{"session_id":"s","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{},"tool_use_id":"toolu_1","timestamp":"2026-01-01T00:00:00Z"}"#,
+    )
+    .unwrap();
+    let out = toolcalls(
+        &[
+            "local",
+            "--format",
+            "auto",
+            "-q",
+            empty.to_str().unwrap(),
+            hooks.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        records(&out).len(),
+        1,
+        "the call of the second file, pending"
+    );
+}
+
+#[test]
 fn a_file_in_utf16_is_refused_with_its_encoding_named() {
     let dir = scratch_dir("local-utf16");
     let text = std::fs::read_to_string(EXAMPLE).unwrap();

@@ -186,14 +186,8 @@ fn read_native(
     progress: &mut Progress,
 ) -> anyhow::Result<()> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {name}"))?;
-    crate::encoding::refuse_foreign(name, &bytes)?;
-    let format = match format {
-        Some(f) => f,
-        None => Format::detect(name, &bytes[..bytes.len().min(1 << 16)]).with_context(|| {
-            format!(
-                "cannot tell the format of {name}; name it with --format (see docs/ADAPTERS.md)"
-            )
-        })?,
+    let Some(format) = crate::input_format::of(format, name, &bytes)? else {
+        return Ok(());
     };
     let opts = toolcalls_adapters::Options {
         drop_ids,

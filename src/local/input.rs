@@ -234,18 +234,14 @@ impl Reader {
                     .context("cannot read standard input")?;
             }
         }
-        crate::encoding::refuse_foreign(name, &bytes)?;
-        let format = match format {
-            Some(f) => f,
-            None => Format::detect(name, &bytes[..bytes.len().min(1 << 16)]).with_context(|| {
-                format!("cannot tell the format of {name}; name it with --format (see docs/ADAPTERS.md)")
-            })?,
-        };
         let opts = toolcalls_adapters::Options {
             drop_ids: self.drop_ids,
             ..Default::default()
         };
-        let parsed = toolcalls_adapters::parse(format, name, &bytes, &opts);
+        let parsed = match crate::input_format::of(format, name, &bytes)? {
+            Some(format) => toolcalls_adapters::parse(format, name, &bytes, &opts),
+            None => toolcalls_adapters::Parsed::default(),
+        };
         Ok(Open::Events {
             topic,
             events: parsed.events.into_iter(),
