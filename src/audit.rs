@@ -33,7 +33,6 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
-use toolcalls_adapters::Format;
 use toolcalls_processor::config::{self, Topics};
 use toolcalls_settings::{ConfigFile, Dur, KeyValueParser};
 
@@ -188,11 +187,7 @@ pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
         if !ranges.is_empty() {
             bail!("--ranges selects offsets of the processor's input topics; it does not apply to FILEs");
         }
-        let format = match format.as_str() {
-            "v1" => None,
-            "auto" => Some(None),
-            name => Some(Some(name.parse::<Format>()?)),
-        };
+        let format = crate::input_format::parse_with_v1(&format)?;
         if drop_ids && format.is_none() {
             bail!("--drop-ids needs --format: v1 events are used as they are");
         }

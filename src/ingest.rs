@@ -190,10 +190,15 @@ impl Sink for KafkaSink {
 }
 
 pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
-    // A bad rule stops the start before any broker is asked.
+    // A bad rule or format name stops the start before any broker is asked.
     let redaction = args.redact.resolve().map_err(anyhow::Error::msg)?;
+    crate::input_format::parse_native(&args.opts.format)?;
     if args.follow.follow {
         return follow(args, file, redaction);
+    }
+    // So is a file that cannot be read (one followed may come later).
+    for path in args.files.iter().filter(|p| p.as_os_str() != "-") {
+        readable(path)?;
     }
     let Some(out) = &args.opts.out else {
         let publisher = publisher(&args, file)?;
@@ -256,10 +261,7 @@ fn follow(args: Args, file: &ConfigFile, redaction: Redaction) -> anyhow::Result
     };
     let settings = crate::follow::Settings {
         paths: args.files.clone(),
-        format: match o.format.as_str() {
-            "auto" => None,
-            name => Some(name.parse::<Format>()?),
-        },
+        format: crate::input_format::parse_native(&o.format)?,
         options: Options {
             drop_ids: o.drop_ids,
             source: o.source.clone(),
@@ -286,10 +288,7 @@ pub fn run(
     sink: &mut dyn Sink,
 ) -> anyhow::Result<Vec<FileSummary>> {
     let o = &args.opts;
-    let forced = match o.format.as_str() {
-        "auto" => None,
-        name => Some(name.parse::<Format>()?),
-    };
+    let forced = crate::input_format::parse_native(&o.format)?;
     let opts = Options {
         drop_ids: o.drop_ids,
         source: o.source.clone(),
@@ -360,6 +359,24 @@ pub fn run(
     sink.finish(&|session| file_of_session.get(session).cloned())?;
     progress.done();
     Ok(summaries)
+}
+
+/// Whether the file at `path` can be read: it opens, and it is not a directory.
+fn readable(path: &Path) -> anyhow::Result<()> {
+    let file = std::fs::File::open(path);
+    let dir = file
+        .as_ref()
+        .ok()
+        .and_then(|f| f.metadata().ok())
+        .is_some_and(|m| m.is_dir());
+    file.with_context(|| format!("cannot read {}", path.display()))?;
+    if dir {
+        bail!(
+            "cannot read {}: it is a directory; name the files in it",
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 /// The file's display name and bytes; `-` is standard input.

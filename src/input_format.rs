@@ -1,9 +1,39 @@
-//! The format of an input file in a native format, as `local`, `ingest` and `audit` read it:
-//! named with `--format`, or told from the file's start (`--format auto`).
+//! The format of an input file, as `local`, `ingest` and `audit` read it: `--format` parsed,
+//! and a native file's format named there or told from the file's start (`--format auto`).
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use toolcalls_adapters::Format;
 use toolcalls_model::bom;
+
+/// `--format` of `local` and `audit`: `v1` (`None`), `auto` (`Some(None)`) or a native format.
+pub fn parse_with_v1(name: &str) -> anyhow::Result<Option<Option<Format>>> {
+    if name == "v1" {
+        return Ok(None);
+    }
+    parse(name, "v1 (the default), auto").map(Some)
+}
+
+/// `--format` of `ingest`: `auto` (`None`) or a native format.
+pub fn parse_native(name: &str) -> anyhow::Result<Option<Format>> {
+    parse(name, "auto (the default)")
+}
+
+/// `auto` or a native format's name; `also` names what else the option takes.
+fn parse(name: &str, also: &str) -> anyhow::Result<Option<Format>> {
+    if name == "auto" {
+        return Ok(None);
+    }
+    match name.parse::<Format>() {
+        Ok(format) => Ok(Some(format)),
+        Err(_) => {
+            let names: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
+            bail!(
+                "unknown format `{name}`; --format takes {also} or one of {}",
+                names.join(", ")
+            )
+        }
+    }
+}
 
 /// The format to read file `name` (all of it in `bytes`) in: `forced`, or the one its start
 /// tells. `None` for a file that holds nothing but whitespace, which has no format to tell and
@@ -26,6 +56,28 @@ pub fn of(forced: Option<Format>, name: &str, bytes: &[u8]) -> anyhow::Result<Op
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn format_names_parse_and_a_wrong_one_lists_every_right_one() {
+        assert_eq!(parse_with_v1("v1").unwrap(), None);
+        assert_eq!(parse_with_v1("auto").unwrap(), Some(None));
+        assert_eq!(parse_with_v1("mcp").unwrap(), Some(Some(Format::Mcp)));
+        assert_eq!(parse_native("auto").unwrap(), None);
+        assert_eq!(parse_native("codex").unwrap(), Some(Format::Codex));
+        let e = parse_with_v1("claude").unwrap_err().to_string();
+        assert!(
+            e.contains("unknown format `claude`") && e.contains("v1 (the default), auto"),
+            "{e}"
+        );
+        for f in Format::ALL {
+            assert!(e.contains(f.name()), "{e}");
+        }
+        let e = parse_native("v1").unwrap_err().to_string();
+        assert!(
+            e.contains("auto (the default) or one of claude-code"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn a_blank_file_has_no_format_and_an_unknown_one_is_refused() {

@@ -24,7 +24,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use summary::print_summary;
-use toolcalls_adapters::Format;
 use toolcalls_core::FinishMode;
 use toolcalls_processor::core_settings::CoreArgs;
 use toolcalls_processor::redact_settings::RedactArgs;
@@ -130,11 +129,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         quiet,
         threads,
     } = args.opts;
-    let format = match format.as_str() {
-        "v1" => None,
-        "auto" => Some(None),
-        name => Some(Some(name.parse::<Format>()?)),
-    };
+    let format = crate::input_format::parse_with_v1(&format)?;
     if drop_ids && format.is_none() {
         bail!("--drop-ids needs --format: v1 events are used as they are");
     }

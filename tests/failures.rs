@@ -279,6 +279,35 @@ fn topics_create_without_a_broker_gives_up_at_its_timeout_saying_what_to_check()
     );
 }
 
+/// A file that cannot be read, or a format name that is none, is said at once: not after the
+/// wait for brokers that may not be there either.
+#[test]
+fn ingest_says_what_it_cannot_read_before_it_asks_a_broker() {
+    let broker = format!("127.0.0.1:{}", closed_port());
+    let dir = Scratch::new("failures-unreadable");
+    let missing = dir.join("missing.jsonl");
+    let cases: [(&[&str], &str); 3] = [
+        (&[SAMPLE, missing.to_str().unwrap()], "cannot read"),
+        (&[dir.to_str().unwrap()], "it is a directory"),
+        (&["--format", "v1", SAMPLE], "unknown format `v1`"),
+    ];
+    for (args, said) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+            .args(["ingest", "--brokers", &broker, "--delivery-timeout", "20s"])
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(said), "{args:?}: {stderr}");
+        assert!(
+            // An ingest that asked says at once that it cannot reach them.
+            !stderr.contains("cannot reach the Kafka brokers"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
 #[test]
 fn ingest_without_a_broker_gives_up_at_the_delivery_timeout_saying_what_to_check() {
     let broker = format!("127.0.0.1:{}", closed_port());
