@@ -428,6 +428,42 @@ fn a_record_that_names_a_line_which_is_no_event_is_named() {
 }
 
 #[test]
+fn a_record_that_names_an_event_of_another_session_is_named() {
+    let dir = scratch_dir("other-scope");
+    let input = dir.join("events.jsonl");
+    write_lines(&input, &generated_events(30));
+    let records = dir.join("records.jsonl");
+    assert_eq!(run(&["local", s(&input), "-o", s(&records), "-q"]).code, 0);
+    let all = std::fs::read_to_string(&records).unwrap();
+    let mut lines: Vec<String> = all.lines().map(str::to_owned).collect();
+    let (at, record) = lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (i, serde_json::from_str::<ToolCallRecord>(l).unwrap()))
+        .find(|(_, r)| r.provenance.len() == 2)
+        .expect("a record of two events");
+    // The record, but for its session: its events are another session's.
+    let mut moved = record.clone();
+    moved.metadata.session = toolcalls_model::SessionId::from("elsewhere");
+    lines[at] = String::from_utf8(moved.encode()).unwrap();
+    write_lines(&records, &lines);
+
+    let audit = run(&["audit", s(&input), "--records", s(&records)]);
+    assert_eq!(audit.code, 1, "{}", audit.show());
+    for &line in record.provenance.0[0].positions() {
+        let want = format!(
+            "scope       {}:{line}: named by record {}, but the event there is of source {}, session {}, not the record's",
+            input.display(),
+            record.id(),
+            record.metadata.source.as_str(),
+            record.metadata.session.as_str(),
+        );
+        assert!(audit.stdout.contains(&want), "{want}: {}", audit.show());
+    }
+    assert!(audit.stdout.contains("2 discrepancies"), "{}", audit.show());
+}
+
+#[test]
 fn a_record_published_twice_with_different_content_is_named() {
     let dir = scratch_dir("twice");
     let input = dir.join("events.jsonl");

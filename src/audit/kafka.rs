@@ -262,7 +262,7 @@ pub fn audit(t: &Topics, ledger: &mut Ledger, progress: &mut Progress) -> anyhow
                     })
                 });
                 let at = || format!("{}/{p} (pending {})", t.changelog, record.id());
-                ledger.add_pending(record.id(), &record.provenance, &at, &mut outside);
+                ledger.add_pending(&record, &at, &mut outside);
             }
             for pos in correlator.held_positions() {
                 let input = inputs

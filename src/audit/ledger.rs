@@ -13,7 +13,7 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use toolcalls_model::checksum::digest_of_json;
 use toolcalls_model::record::{Origin, Provenance};
-use toolcalls_model::{Event, EventBody, EventKind, RecordId};
+use toolcalls_model::{Event, EventBody, EventKind, RecordId, ToolCallRecord};
 
 /// An input position: the input's number in the ledger, and the offset, line or event number.
 pub type Pos = (u32, i64);
@@ -81,6 +81,9 @@ struct RecordInfo {
     latest: u32,
     /// A hash of the first copy of the latest revision.
     content: u64,
+    /// [`scope_of`] its source and session: every event a record merges is of its scope.
+    /// `None` for an event held in the reorder window, which no record holds yet.
+    scope: Option<u64>,
 }
 
 #[derive(Clone, Copy)]
@@ -108,6 +111,14 @@ pub enum Discrepancy {
         at: String,
         first: RecordId,
         second: RecordId,
+    },
+    /// A position a record (or pending call) names that holds an event of another source or
+    /// session than the record's.
+    OtherScope {
+        at: String,
+        record: RecordId,
+        source: String,
+        session: String,
     },
     /// A position both in a record (or pending) and dead-lettered.
     RecordAndDeadLetter {
@@ -165,6 +176,15 @@ impl fmt::Display for Discrepancy {
             Discrepancy::ClaimedTwice { at, first, second } => {
                 write!(f, "twice       {at}: in record {first} and in record {second}")
             }
+            Discrepancy::OtherScope {
+                at,
+                record,
+                source,
+                session,
+            } => write!(
+                f,
+                "scope       {at}: named by record {record}, but the event there is of source {source}, session {session}, not the record's"
+            ),
             Discrepancy::RecordAndDeadLetter { at, record, reason } => write!(
                 f,
                 "both        {at}: in record {record} and dead-lettered ({reason})"
@@ -386,7 +406,10 @@ impl Ledger {
                 }
                 n
             }
-            None => self.new_record(id, Kind::Published, revision, content),
+            None => {
+                let scope = head.metadata.scope();
+                self.new_record(id, Kind::Published, revision, content, scope)
+            }
         };
         self.claim_all(record, revision, &head.provenance, at, resolve);
     }
@@ -394,14 +417,15 @@ impl Ledger {
     /// A call or waiting result still pending (the changelog's state), as the query API shows it.
     pub fn add_pending(
         &mut self,
-        id: RecordId,
-        provenance: &Provenance,
+        pending: &ToolCallRecord,
         at: &dyn Fn() -> String,
         resolve: &mut dyn FnMut(&InputKey) -> Option<u32>,
     ) {
         self.counts.pending_calls += 1;
-        let record = self.new_record(id, Kind::Pending, 0, 0);
-        self.claim_all(record, 0, provenance, at, resolve);
+        let meta = &pending.metadata;
+        let scope = scope_of(meta.source.as_str(), meta.session.as_str());
+        let record = self.new_record(pending.id(), Kind::Pending, 0, 0, Some(scope));
+        self.claim_all(record, 0, &pending.provenance, at, resolve);
     }
 
     /// An event held in the reorder window (the changelog's state): accounted for, still to be
@@ -411,20 +435,28 @@ impl Ledger {
         match pos {
             Some(pos) if self.inputs[pos.0 as usize].range.contains(pos.1) => {
                 let none = RecordId::parse("00000000-0000-0000-0000-000000000000").expect("a UUID");
-                let record = self.new_record(none, Kind::Pending, 0, 0);
+                let record = self.new_record(none, Kind::Pending, 0, 0, None);
                 self.claim(pos, record, 0);
             }
             _ => self.counts.outside += 1,
         }
     }
 
-    fn new_record(&mut self, id: RecordId, kind: Kind, latest: u32, content: u64) -> u32 {
+    fn new_record(
+        &mut self,
+        id: RecordId,
+        kind: Kind,
+        latest: u32,
+        content: u64,
+        scope: Option<u64>,
+    ) -> u32 {
         let n = self.records.len() as u32;
         self.records.push(RecordInfo {
             id,
             kind,
             latest,
             content,
+            scope,
         });
         if kind == Kind::Published {
             self.by_id.insert(id, n);
@@ -524,7 +556,7 @@ impl Ledger {
             claim.seen = true;
             let claim = *claim;
             let info = &self.records[claim.record as usize];
-            let id = info.id;
+            let (id, scope) = (info.id, info.scope);
             match info.kind {
                 Kind::Published => self.counts.in_records += 1,
                 Kind::Pending => self.counts.pending += 1,
@@ -541,6 +573,15 @@ impl Ledger {
                 Content::Event(event) => {
                     for identity in identities(event).into_iter().flatten() {
                         self.identities.insert(identity, claim.record);
+                    }
+                    let (source, session) = (event.source.as_str(), event.session.as_str());
+                    if scope.is_some_and(|scope| scope != scope_of(source, session)) {
+                        self.discrepancies.push(Discrepancy::OtherScope {
+                            at: self.show(pos),
+                            record: id,
+                            source: source.to_owned(),
+                            session: session.to_owned(),
+                        });
                     }
                 }
                 // The record and this reading of the input disagree on what is there.
@@ -645,6 +686,22 @@ struct RecordHead {
 struct MetadataHead {
     name: RecordId,
     revision: u32,
+    source: Option<String>,
+    session: Option<String>,
+}
+
+impl MetadataHead {
+    /// [`scope_of`] the record, when it names both (a record always does).
+    fn scope(&self) -> Option<u64> {
+        Some(scope_of(self.source.as_deref()?, self.session.as_deref()?))
+    }
+}
+
+/// A hash of a source and a session: a record's scope, and an event's.
+fn scope_of(source: &str, session: &str) -> u64 {
+    let mut h = std::hash::DefaultHasher::new();
+    (source, session).hash(&mut h);
+    h.finish()
 }
 
 /// The identities of an event by which a repeat of it is known (docs/ARCHITECTURE.md,
