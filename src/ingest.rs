@@ -56,7 +56,7 @@ struct Opts {
     )]
     format: String,
     /// Write the events as JSON lines to this file (`-` for standard output) instead of
-    /// publishing them
+    /// publishing them (never one of the input files: refused)
     #[arg(long, short = 'o', env = "TOOLCALLS_INGEST_OUT", value_name = "FILE")]
     out: Option<PathBuf>,
     /// Remove native call ids, to simulate a framework without them (tools, arguments and
@@ -190,9 +190,13 @@ impl Sink for KafkaSink {
 }
 
 pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
-    // A bad rule or format name stops the start before any broker is asked.
+    // A bad rule, a format that is none or an output over an input stops the start before any
+    // broker is asked.
     let redaction = args.redact.resolve().map_err(anyhow::Error::msg)?;
     crate::input_format::parse_native(&args.opts.format)?;
+    if let Some(out) = &args.opts.out {
+        crate::output_path::refuse_an_input("--out", out, &args.files)?;
+    }
     if args.follow.follow {
         return follow(args, file, redaction);
     }

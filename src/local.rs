@@ -65,7 +65,7 @@ struct Opts {
     /// With --format: remove native call ids, to see how the fallbacks pair calls without them
     #[arg(long, env = "TOOLCALLS_DROP_IDS")]
     drop_ids: bool,
-    /// Write records here instead of standard output
+    /// Write records here instead of standard output (never one of the input files: refused)
     #[arg(long, short = 'o', env = "TOOLCALLS_OUT", value_name = "FILE")]
     out: Option<PathBuf>,
     /// Stop at the first bad line (exit code 2) instead of reporting it and going on
@@ -137,6 +137,9 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         .or_else(|| std::thread::available_parallelism().ok())
         .map_or(1, NonZeroUsize::get);
 
+    if let Some(path) = &out {
+        crate::output_path::refuse_an_input("--out", path, &args.files)?;
+    }
     let mut sink: Box<dyn Write> = match &out {
         Some(path) => Box::new(BufWriter::with_capacity(
             SINK_BUFFER,

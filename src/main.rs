@@ -8,6 +8,7 @@ mod ingest;
 mod input_format;
 mod left_out;
 mod local;
+mod output_path;
 mod publish_args;
 mod receive;
 mod run;

@@ -264,6 +264,30 @@ fn a_file_in_utf16_is_refused_with_its_encoding_named() {
 }
 
 #[test]
+fn an_output_that_is_also_an_input_is_refused_and_the_input_kept() {
+    let dir = scratch_dir("local-output-over-input");
+    let input = dir.join("events.jsonl");
+    std::fs::copy(EXAMPLE, &input).unwrap();
+    let same = dir.join(".").join("events.jsonl");
+    let out = toolcalls(
+        &[
+            "local",
+            input.to_str().unwrap(),
+            "-o",
+            same.to_str().unwrap(),
+        ],
+        None,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("is also an input"), "{stderr}");
+    assert_eq!(
+        std::fs::read(&input).unwrap(),
+        std::fs::read(EXAMPLE).unwrap()
+    );
+}
+
+#[test]
 fn strict_stops_at_the_first_bad_line() {
     let out = toolcalls(&["local", "--strict", "-"], Some("{\"v\":1}\n"));
     assert_eq!(out.status.code(), Some(2));
