@@ -8,8 +8,8 @@ use toolcalls_model::bom;
 /// Refuses file `name` when `start` (its first bytes, four are enough) begins with the byte
 /// order mark of UTF-16 or UTF-32.
 pub fn refuse_foreign(name: &str, start: &[u8]) -> anyhow::Result<()> {
-    if let Some(encoding) = foreign(name, start) {
-        bail!("{encoding}");
+    if let Some(said) = foreign(name, start) {
+        bail!("{said}");
     }
     Ok(())
 }
