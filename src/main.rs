@@ -71,11 +71,28 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        Err(e) if reader_went_away(&e) => ExitCode::from(READER_WENT_AWAY),
         Err(e) => {
             say!("error: {e:#}");
             ExitCode::from(2)
         }
     }
+}
+
+/// The exit code when the reader of the output closed it (`toolcalls local … | head`): 128 +
+/// SIGPIPE, what a shell reports for a program the signal killed. Rust ignores SIGPIPE, so the
+/// write fails instead; stopping quietly with that code, as `cat` or `git log` would end, keeps
+/// `set -o pipefail` able to tell that the output was cut short without a message for a reader
+/// that left on purpose.
+const READER_WENT_AWAY: u8 = 141;
+
+/// Whether `e` is a write to a pipe or socket whose reader has gone (EPIPE).
+fn reader_went_away(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 #[cfg(test)]

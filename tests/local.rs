@@ -856,3 +856,64 @@ fn a_closed_stderr_loses_the_summary_not_the_run() {
     assert!(out.status.success(), "{:?}", out.status);
     assert_eq!(records(&out).len(), 9);
 }
+
+/// A reader that takes the first records and closes the pipe (`toolcalls local … | head`) ends
+/// the run at once, quietly, with 141 (128 + SIGPIPE), as a program the signal kills would end:
+/// no error message for a reader that left on purpose, and `set -o pipefail` still sees the
+/// output cut short. The same for `ingest --out -`.
+#[test]
+fn a_reader_that_leaves_stops_the_run_quietly_with_sigpipes_code() {
+    use std::io::{BufRead, BufReader, Read};
+    let dir = scratch_dir("reader-leaves");
+    let path = dir.join("many.jsonl");
+    std::fs::write(&path, many_sessions_with_faults(false)).unwrap();
+    let path = path.to_str().unwrap();
+    let hooks = dir.join("hooks.jsonl");
+    let hook = |i: usize| {
+        format!(
+            r#"{{"session_id":"s","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{{"command":"make test {i}"}},"tool_use_id":"toolu_{i}"}}"#
+        )
+    };
+    std::fs::write(
+        &hooks,
+        (0..5_000).map(|i| hook(i) + "\n").collect::<String>(),
+    )
+    .unwrap();
+    let hooks = hooks.to_str().unwrap();
+    for args in [
+        vec!["local", "--threads", "1", path],
+        vec!["local", "--threads", "2", path],
+        vec![
+            "ingest",
+            "--format",
+            "claude-code-hooks",
+            "--out",
+            "-",
+            hooks,
+        ],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        assert!(first.starts_with('{'), "{args:?}: {first}");
+        // The reader goes: what the child writes next fails with EPIPE.
+        let mut stderr = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(141), "{args:?}: {status:?}\n{stderr}");
+        assert!(!stderr.contains("error"), "{args:?}: {stderr}");
+    }
+}
