@@ -1,6 +1,7 @@
 //! `toolcalls checksum`: the ADK checksum of a call, for producers checking their own.
 
 use anyhow::Context;
+use std::io::Write;
 use std::process::ExitCode;
 use toolcalls_model::checksum;
 
@@ -39,9 +40,11 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             )
         }
     };
+    let mut out = std::io::stdout().lock();
     if args.canonical {
-        println!("{canonical}");
+        writeln!(out, "{canonical}").context("cannot write the checksum")?;
     }
-    println!("{sum}");
+    writeln!(out, "{sum}").context("cannot write the checksum")?;
+    out.flush().context("cannot write the checksum")?;
     Ok(ExitCode::SUCCESS)
 }

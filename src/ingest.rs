@@ -462,7 +462,8 @@ impl Progress {
         }
         self.last = now;
         self.shown = true;
-        eprint!("\r{events} events ({file})");
+        // Ignored when stderr is gone, like every line `say!` writes.
+        let _ = write!(std::io::stderr(), "\r{events} events ({file})");
     }
 
     fn done(&self) {

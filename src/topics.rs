@@ -124,19 +124,29 @@ pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
             let created = runtime.block_on(toolcalls_processor::create_topics(&settings, &plan))?;
             for (name, outcome) in created {
                 match outcome {
-                    TopicOutcome::Created => println!("created {name}"),
-                    TopicOutcome::AlreadyExists => println!("exists  {name}"),
+                    TopicOutcome::Created => tell(format_args!("created {name}"))?,
+                    TopicOutcome::AlreadyExists => tell(format_args!("exists  {name}"))?,
                 }
             }
             let partitions = toolcalls_processor::topics::check_topics(&settings)?;
-            println!("ok: input topics co-partitioned with {partitions} partitions");
+            tell(format_args!(
+                "ok: input topics co-partitioned with {partitions} partitions"
+            ))?;
         }
         Command::Check { cluster } => {
             let settings = cluster.into_settings(file)?;
             reach(&settings)?;
             let partitions = toolcalls_processor::topics::check_topics(&settings)?;
-            println!("ok: input topics co-partitioned with {partitions} partitions");
+            tell(format_args!(
+                "ok: input topics co-partitioned with {partitions} partitions"
+            ))?;
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One line of the answer on stdout; a stdout that cannot take it is an error, not a panic.
+fn tell(line: std::fmt::Arguments<'_>) -> anyhow::Result<()> {
+    use std::io::Write;
+    writeln!(std::io::stdout(), "{line}").context("cannot write to stdout")
 }

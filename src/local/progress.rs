@@ -1,5 +1,6 @@
 //! A progress line on a terminal for long inputs, at most twice a second.
 
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 pub(super) struct Progress {
@@ -36,12 +37,17 @@ impl Progress {
         self.last = now;
         self.shown = true;
         let secs = now.duration_since(self.started).as_secs_f64().max(1e-9);
-        eprint!("\r{events} events, {:.0} events/s", events as f64 / secs);
+        // Ignored when stderr is gone: progress never stops the run.
+        let _ = write!(
+            std::io::stderr(),
+            "\r{events} events, {:.0} events/s",
+            events as f64 / secs
+        );
     }
 
     pub fn done(&self) {
         if self.shown {
-            eprintln!();
+            let _ = writeln!(std::io::stderr());
         }
     }
 }

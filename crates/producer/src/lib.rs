@@ -27,6 +27,7 @@ use rdkafka::message::{DeliveryResult, Message};
 use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::ClientContext;
+use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -134,7 +135,8 @@ impl ClientContext for Context {
         // Connectivity and authentication errors go to the watch, which says them at its rate;
         // the rest are rare and said as they come.
         if !self.watch.client_error(&error, reason) {
-            eprintln!("kafka: {error}: {reason}");
+            // Not `eprintln!`: a closed stderr must not panic librdkafka's thread.
+            let _ = writeln!(std::io::stderr(), "kafka: {error}: {reason}");
         }
     }
 }

@@ -26,6 +26,7 @@ use clap::{Arg, ArgAction, ArgMatches, Command, CommandFactory, FromArgMatches};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::fmt;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
@@ -57,7 +58,7 @@ impl Error {
         match self {
             Error::Cli(e) => e.exit(),
             Error::File(m) => {
-                eprintln!("error: {m}");
+                let _ = writeln!(std::io::stderr(), "error: {m}");
                 std::process::exit(2)
             }
         }
