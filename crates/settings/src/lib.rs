@@ -80,7 +80,9 @@ where
     T: Into<OsString>,
 {
     let argv: Vec<OsString> = argv.into_iter().map(Into::into).collect();
-    let mut cmd = command::<C>();
+    // The keys and the file's values are those of every setting; only the parse leaves out the
+    // variables set to nothing.
+    let mut cmd = without_empty_variables(command::<C>());
     let mut matches = cmd
         .try_get_matches_from_mut(argv.iter().cloned())
         .map_err(Error::Cli)?;
@@ -90,10 +92,11 @@ where
         _ => ConfigFile::default(),
     };
     if !file.table.is_empty() {
-        file.check_keys(&Keys::of(&cmd))?;
-        let defaults = file.defaults_for(find(&cmd, &path))?;
-        file.probe(find(&command::<C>(), &path).clone(), &defaults)?;
-        cmd = at_path(command::<C>(), &path, &|mut leaf| {
+        let full = command::<C>();
+        file.check_keys(&Keys::of(&full))?;
+        let defaults = file.defaults_for(find(&full, &path))?;
+        file.probe(find(&full, &path).clone(), &defaults)?;
+        cmd = at_path(without_empty_variables(full), &path, &|mut leaf| {
             for (id, value) in &defaults {
                 leaf = leaf.mut_arg(id, |a| a.default_values(value.clone()));
             }
@@ -105,6 +108,16 @@ where
     }
     let cli = C::from_arg_matches_mut(&mut matches).map_err(|e| Error::Cli(e.format(&mut cmd)))?;
     Ok((cli, file))
+}
+
+/// `cmd` reading no variable that is set to nothing: `TOOLCALLS_QUIET=` is unset, as shells,
+/// compose files (`${VAR:-}`) and CI systems write an unset variable, not a value to refuse.
+fn without_empty_variables(cmd: Command) -> Command {
+    cmd.mut_args(|a| match a.get_env() {
+        Some(var) if std::env::var_os(var).is_some_and(|v| v.is_empty()) => a.env(None),
+        _ => a,
+    })
+    .mut_subcommands(without_empty_variables)
 }
 
 /// `C`'s command with `--config` on every command that has settings, and each setting's key in
@@ -189,6 +202,12 @@ fn decorate(mut cmd: Command) -> Command {
         .collect();
     for (id, key) in &keys {
         cmd = cmd.mut_arg(id, |a| {
+            // A switch's variable takes what such variables usually hold: 1/0, yes/no, on/off,
+            // true/false.
+            let a = match a.get_action() {
+                ArgAction::SetTrue => a.value_parser(clap::builder::BoolishValueParser::new()),
+                _ => a,
+            };
             let note = format!("[config: {key}]");
             let with = |h: Option<&clap::builder::StyledStr>| match h {
                 Some(h) => format!("{h} {note}"),

@@ -44,6 +44,12 @@ struct Serve {
     /// Extra properties
     #[arg(long = "prop", id = "props", value_name = "KEY=VALUE", env = "TOOLCALLS_SETTINGS_TEST_PROPS", value_parser = parse_key_value, value_delimiter = ',')]
     props: Vec<(String, String)>,
+    /// Only the variables test sets its variable
+    #[arg(long, env = "TOOLCALLS_SETTINGS_TEST_LOUD")]
+    loud: bool,
+    /// Only the variables test sets its variable
+    #[arg(long, env = "TOOLCALLS_SETTINGS_TEST_LABEL", default_value = "none")]
+    label: String,
     #[arg(long, env = "TOOLCALLS_SETTINGS_TEST_HOOK", hide = true)]
     hook: Option<String>,
     /// Not a setting: no variable
@@ -267,6 +273,39 @@ fn help_shows_default_variable_and_key() {
             .any(|a| a.get_id() == CONFIG),
         "--config only where there are settings"
     );
+}
+
+#[test]
+fn switch_variables_take_the_usual_words_and_an_empty_variable_is_unset() {
+    let cfg = file("label.toml", "label = \"file\"\n");
+    let c = cfg.to_str().unwrap();
+    std::env::set_var("TOOLCALLS_SETTINGS_TEST_LABEL", "");
+    let mut seen = Vec::new();
+    for (value, loud) in [
+        ("1", true),
+        ("yes", true),
+        ("on", true),
+        ("true", true),
+        ("0", false),
+        ("no", false),
+        ("off", false),
+        ("false", false),
+        ("", false),
+    ] {
+        std::env::set_var("TOOLCALLS_SETTINGS_TEST_LOUD", value);
+        let (plain, _) = serve(&[]).unwrap_or_else(|e| panic!("{value:?}: {e}"));
+        let (filed, _) = serve(&["-c", c]).unwrap_or_else(|e| panic!("{value:?}: {e}"));
+        seen.push((plain.loud == loud, plain.label, filed.label));
+    }
+    std::env::set_var("TOOLCALLS_SETTINGS_TEST_LOUD", "maybe");
+    let refused = err(serve(&[]));
+    std::env::remove_var("TOOLCALLS_SETTINGS_TEST_LOUD");
+    std::env::remove_var("TOOLCALLS_SETTINGS_TEST_LABEL");
+    for (right, plain, filed) in seen {
+        assert!(right);
+        assert_eq!((plain.as_str(), filed.as_str()), ("none", "file"));
+    }
+    assert!(refused.contains("'maybe'"), "{refused}");
 }
 
 #[test]
