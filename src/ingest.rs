@@ -14,6 +14,7 @@
 
 use crate::say::say;
 use anyhow::{bail, Context};
+use clap::builder::NonEmptyStringValueParser;
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufWriter, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
@@ -64,10 +65,10 @@ struct Opts {
     #[arg(long, env = "TOOLCALLS_DROP_IDS")]
     drop_ids: bool,
     /// Use this source for every event instead of the framework name
-    #[arg(long, env = "TOOLCALLS_INGEST_SOURCE", value_name = "SOURCE")]
+    #[arg(long, env = "TOOLCALLS_INGEST_SOURCE", value_name = "SOURCE", value_parser = NonEmptyStringValueParser::new())]
     source: Option<String>,
     /// Use this session for every event instead of the one each file names (or its file name)
-    #[arg(long, env = "TOOLCALLS_INGEST_SESSION", value_name = "SESSION")]
+    #[arg(long, env = "TOOLCALLS_INGEST_SESSION", value_name = "SESSION", value_parser = NonEmptyStringValueParser::new())]
     session: Option<String>,
     /// Time of the first line for formats that carry no time (RFC 3339); later lines add 1 ms
     /// each (default: the Unix epoch)

@@ -65,7 +65,8 @@ struct Opts {
     /// With --format: remove native call ids, to see how the fallbacks pair calls without them
     #[arg(long, env = "TOOLCALLS_DROP_IDS")]
     drop_ids: bool,
-    /// Write records here instead of standard output (never one of the input files: refused)
+    /// Write records here instead of standard output (`-`); never one of the input files:
+    /// refused
     #[arg(long, short = 'o', env = "TOOLCALLS_OUT", value_name = "FILE")]
     out: Option<PathBuf>,
     /// Stop at the first bad line (exit code 2) instead of reporting it and going on
@@ -140,13 +141,14 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(path) = &out {
         crate::output_path::refuse_an_input("--out", path, &args.files)?;
     }
-    let mut sink: Box<dyn Write> = match &out {
+    let mut sink: Box<dyn Write> = match out.as_deref().filter(|p| p.as_os_str() != "-") {
         Some(path) => Box::new(BufWriter::with_capacity(
             SINK_BUFFER,
             std::fs::File::create(path).with_context(|| {
                 format!("cannot create {}; check the --out path", path.display())
             })?,
         )),
+        // No --out, or `-`.
         None => Box::new(BufWriter::with_capacity(
             SINK_BUFFER,
             std::io::stdout().lock(),

@@ -4,12 +4,14 @@
 //! anything is opened for writing.
 
 use anyhow::bail;
+use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// Refuses `out` (given with `flag`) when it is an existing regular file that one of `inputs`
-/// also names, by another path, a link or the same path. `-` (standard input or output) and
-/// files that are not regular (`/dev/null`) are never refused.
+/// also names, by another path, a link or the same path, or that standard input reads when an
+/// input is `-` or there is none (`toolcalls local -o events.jsonl < events.jsonl`). `-`
+/// (standard output) and files that are not regular (`/dev/null`) are never refused.
 pub fn refuse_an_input(flag: &str, out: &Path, inputs: &[PathBuf]) -> anyhow::Result<()> {
     if out.as_os_str() == "-" {
         return Ok(());
@@ -20,10 +22,17 @@ pub fn refuse_an_input(flag: &str, out: &Path, inputs: &[PathBuf]) -> anyhow::Re
     if !written.is_file() {
         return Ok(());
     }
+    let same =
+        |read: &std::fs::Metadata| (read.dev(), read.ino()) == (written.dev(), written.ino());
+    let reads_stdin = inputs.is_empty() || inputs.iter().any(|p| p.as_os_str() == "-");
+    if reads_stdin && stdin_metadata().is_some_and(|read| same(&read)) {
+        bail!(
+            "{flag} {} is also the input (standard input reads it): the output would be written into what is being read; write it to another file",
+            out.display()
+        );
+    }
     for input in inputs.iter().filter(|p| p.as_os_str() != "-") {
-        let same = std::fs::metadata(input)
-            .is_ok_and(|read| (read.dev(), read.ino()) == (written.dev(), written.ino()));
-        if same {
+        if std::fs::metadata(input).is_ok_and(|read| same(&read)) {
             bail!(
                 "{flag} {} is also an input ({}): the output would be written into what is being read; write it to another file",
                 out.display(),
@@ -32,6 +41,12 @@ pub fn refuse_an_input(flag: &str, out: &Path, inputs: &[PathBuf]) -> anyhow::Re
         }
     }
     Ok(())
+}
+
+/// What standard input is, read through a duplicate of its descriptor; none when it is closed.
+fn stdin_metadata() -> Option<std::fs::Metadata> {
+    let fd = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
+    std::fs::File::from(fd).metadata().ok()
 }
 
 #[cfg(test)]

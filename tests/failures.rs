@@ -286,10 +286,19 @@ fn ingest_says_what_it_cannot_read_before_it_asks_a_broker() {
     let broker = format!("127.0.0.1:{}", closed_port());
     let dir = Scratch::new("failures-unreadable");
     let missing = dir.join("missing.jsonl");
-    let cases: [(&[&str], &str); 3] = [
+    let cases: [(&[&str], &str); 5] = [
         (&[SAMPLE, missing.to_str().unwrap()], "cannot read"),
         (&[dir.to_str().unwrap()], "it is a directory"),
         (&["--format", "v1", SAMPLE], "unknown format `v1`"),
+        // Events that every reader would refuse (`field session must not be empty`).
+        (
+            &["--session", "", SAMPLE],
+            "a value is required for '--session",
+        ),
+        (
+            &["--source", "", SAMPLE],
+            "a value is required for '--source",
+        ),
     ];
     for (args, said) in cases {
         let out = Command::new(env!("CARGO_BIN_EXE_toolcalls"))

@@ -285,6 +285,38 @@ fn an_output_that_is_also_an_input_is_refused_and_the_input_kept() {
         std::fs::read(&input).unwrap(),
         std::fs::read(EXAMPLE).unwrap()
     );
+    // The same file as standard input (`< events.jsonl`), with no FILE or with `-`.
+    for files in [&[][..], &["-"][..]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+            .arg("local")
+            .args(files)
+            .args(["-o", input.to_str().unwrap()])
+            .stdin(std::fs::File::open(&input).unwrap())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{files:?}: {stderr}");
+        assert!(stderr.contains("standard input reads it"), "{stderr}");
+        assert_eq!(
+            std::fs::read(&input).unwrap(),
+            std::fs::read(EXAMPLE).unwrap()
+        );
+    }
+}
+
+/// `-o -` is standard output, as for `ingest --out -`, not a file named `-`.
+#[test]
+fn out_dash_is_standard_output() {
+    let dir = scratch_dir("local-out-dash");
+    let out = Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+        .args(["local", "-q", EXAMPLE, "-o", "-"])
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(records(&out).len(), 9);
+    assert!(!dir.join("-").exists());
 }
 
 #[test]
