@@ -8,7 +8,12 @@
 //! 3. still pending: in a call or result the processor's changelog holds;
 //! 4. a repeat of an event merged into a record (same call id in its scope; without an id, same
 //!    kind, tool, checksum, event time and, for a result, the same result): counted, as the
-//!    correlator counts it; or a turn event, which closes calls but is merged into none.
+//!    correlator counts it; or late for its record: an event of a kind the record merged none
+//!    of, which came after the call was closed without one (a result after a timeout — not
+//!    when the record has a result); or a turn event, which closes calls but is merged into
+//!    none.
+//!
+//! Every record's id must derive from one of the events it lists, as the correlator derives it.
 //!
 //! Anything else is a discrepancy, listed with its position and the record(s) concerned: an input
 //! accounted for nowhere, a position two records list, a position both in a record and
@@ -261,8 +266,8 @@ fn summary(
     }
     writeln!(
         out,
-        "  inputs:   {} events: {} in records, {} dead-lettered, {} pending, {} repeats of a record's event, {} turn events, {} bad lines",
-        c.inputs, c.in_records, c.dead_lettered, c.pending, c.repeats, c.turn_events, c.bad_lines
+        "  inputs:   {} events: {} in records, {} dead-lettered, {} pending, {} repeats of a record's event, {} late for their record, {} turn events, {} bad lines",
+        c.inputs, c.in_records, c.dead_lettered, c.pending, c.repeats, c.late, c.turn_events, c.bad_lines
     )?;
     if c.outside > 0 {
         writeln!(

@@ -463,6 +463,87 @@ fn a_record_that_names_an_event_of_another_session_is_named() {
     assert!(audit.stdout.contains("2 discrepancies"), "{}", audit.show());
 }
 
+/// A result that comes after its call timed out is late for its record (the correlator's
+/// `Late`), counted apart and no discrepancy; but a result left out of the provenance of a
+/// record that has one is missing, and a record whose id was changed is foreign.
+#[test]
+fn late_results_are_counted_and_a_result_or_an_id_a_record_does_not_account_for_is_named() {
+    let dir = scratch_dir("late-and-foreign");
+    let event = |kind: &str, id: &str, ms: i64, extra: &str| {
+        format!(
+            r#"{{"v":1,"kind":"{kind}","source":"s","session":"x","callId":"{id}","time":"{}"{extra}}}"#,
+            time(ms)
+        )
+    };
+    let input = dir.join("events.jsonl");
+    write_lines(
+        &input,
+        &[
+            event("announce", "a", 0, r#","tool":"T","args":{"n":1}"#),
+            // Its time moves the stream past a's timeout: a is published TimedOut.
+            event("announce", "b", 10_000, r#","tool":"T","args":{"n":2}"#),
+            event("completion", "a", 11_000, r#","result":"too late""#),
+            event("completion", "b", 12_000, r#","result":"ok""#),
+        ],
+    );
+    let records = dir.join("records.jsonl");
+    let local = run(&[
+        "local",
+        s(&input),
+        "-o",
+        s(&records),
+        "-q",
+        "--call-timeout",
+        "5s",
+    ]);
+    assert_eq!(local.code, 0, "{}", local.show());
+    let audit = run(&["audit", s(&input), "--records", s(&records)]);
+    assert_eq!(audit.code, 0, "{}", audit.show());
+    assert!(
+        audit
+            .stdout
+            .contains(" 0 repeats of a record's event, 1 late for their record,"),
+        "{}",
+        audit.show()
+    );
+
+    // b's record without its result's line: the result is missing, not late.
+    let lines: Vec<String> = std::fs::read_to_string(&records)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let b = lines
+        .iter()
+        .position(|l| l.contains(r#""phase":"Succeeded""#))
+        .expect("b's record");
+    let cut = dir.join("cut.jsonl");
+    let mut edited = lines.clone();
+    edited[b] = edited[b].replace(r#""lines":[2,4]"#, r#""lines":[2]"#);
+    assert_ne!(edited[b], lines[b]);
+    write_lines(&cut, &edited);
+    let audit = run(&["audit", s(&input), "--records", s(&cut)]);
+    assert_eq!(audit.code, 1, "{}", audit.show());
+    let want = format!("missing     {}:4: completion", input.display());
+    assert!(audit.stdout.contains(&want), "{want}: {}", audit.show());
+    assert!(audit.stdout.contains("1 discrepancies"), "{}", audit.show());
+
+    // b's record under another id.
+    let record: ToolCallRecord = serde_json::from_str(&lines[b]).unwrap();
+    let other = "00000000-0000-5000-8000-000000000000";
+    let forged = dir.join("forged.jsonl");
+    let mut edited = lines.clone();
+    edited[b] = edited[b].replace(&record.id().to_string(), other);
+    assert_ne!(edited[b], lines[b]);
+    write_lines(&forged, &edited);
+    let audit = run(&["audit", s(&input), "--records", s(&forged)]);
+    assert_eq!(audit.code, 1, "{}", audit.show());
+    let want =
+        format!("foreign id  record {other}: its id derives from none of the events it lists");
+    assert!(audit.stdout.contains(&want), "{want}: {}", audit.show());
+    assert!(audit.stdout.contains("1 discrepancies"), "{}", audit.show());
+}
+
 #[test]
 fn a_record_published_twice_with_different_content_is_named() {
     let dir = scratch_dir("twice");

@@ -13,7 +13,7 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use toolcalls_model::checksum::digest_of_json;
 use toolcalls_model::record::{Origin, Provenance};
-use toolcalls_model::{Event, EventBody, EventKind, RecordId, ToolCallRecord};
+use toolcalls_model::{Event, EventBody, EventKind, Phase, RecordId, ToolCallRecord};
 
 /// An input position: the input's number in the ledger, and the offset, line or event number.
 pub type Pos = (u32, i64);
@@ -84,6 +84,27 @@ struct RecordInfo {
     /// [`scope_of`] its source and session: every event a record merges is of its scope.
     /// `None` for an event held in the reorder window, which no record holds yet.
     scope: Option<u64>,
+    /// Its phase carries a result (`Succeeded`, `Failed`): it merged a completion.
+    has_result: bool,
+    /// The kinds of the events it lists that the inputs showed: [`ANNOUNCE`], [`COMPLETION`].
+    merged: u8,
+    /// It lists a position the audit does not read (another input, past a range, nothing
+    /// there), or none: what it merged cannot be checked whole.
+    partial: bool,
+    /// Its id derives from an event it lists, as the correlator derives it.
+    id_derived: bool,
+}
+
+const ANNOUNCE: u8 = 1;
+const COMPLETION: u8 = 2;
+
+/// The kind bit of an event, for [`RecordInfo::merged`].
+fn kind_bit(event: &Event) -> u8 {
+    match event.body {
+        EventBody::Announce(_) => ANNOUNCE,
+        EventBody::Completion(_) => COMPLETION,
+        _ => 0,
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -148,6 +169,9 @@ pub enum Discrepancy {
         record: RecordId,
         not_an_event: Option<String>,
     },
+    /// A record whose id derives from none of the events it lists (the correlator derives it
+    /// from the call id, or the position, of the event that opened the call).
+    ForeignId { record: RecordId },
     /// A record line that is not a record, or a provenance the runtime did not name.
     BadRecord { at: String, why: String },
 }
@@ -224,6 +248,10 @@ impl fmt::Display for Discrepancy {
                     None => Ok(()),
                 }
             }
+            Discrepancy::ForeignId { record } => write!(
+                f,
+                "foreign id  record {record}: its id derives from none of the events it lists (from their call ids or positions in their scope)"
+            ),
             Discrepancy::BadRecord { at, why } => write!(f, "bad record  {at}: {why}"),
         }
     }
@@ -246,6 +274,10 @@ pub struct Counts {
     pub dead_lettered: u64,
     pub pending: u64,
     pub repeats: u64,
+    /// Events of a call that came after its record was published without one of their kind
+    /// (a result after the call timed out, an announce after its result was published
+    /// `Orphaned`): `Late`, counted, as the correlator counts them.
+    pub late: u64,
     pub turn_events: u64,
     /// Lines `toolcalls local` refused on input (it reports them on stderr; it has no dead-letter
     /// file).
@@ -266,14 +298,23 @@ pub struct Ledger {
     dead: Map<Pos, Box<str>>,
     /// Identity of an event merged into a record → the record.
     identities: Map<u64, u32>,
-    /// Input events nothing claims: their identity, a description and the record they would
-    /// be in, resolved at the end.
-    unclaimed: Vec<(Pos, Option<u64>, String, Option<RecordId>)>,
+    /// Input events nothing claims, resolved at the end.
+    unclaimed: Vec<Unclaimed>,
     /// Whether an input that is not a valid event counts as a bad line (files: `toolcalls local`
     /// reports them and goes on) or must be dead-lettered (topics).
     bad_lines_expected: bool,
     pub counts: Counts,
     pub discrepancies: Vec<Discrepancy>,
+}
+
+/// An input event nothing claims: its identity, kind bit, a description and the record it
+/// would be in.
+struct Unclaimed {
+    pos: Pos,
+    identity: Option<u64>,
+    kind: u8,
+    event: String,
+    expected: Option<RecordId>,
 }
 
 /// What an input position holds: an event, or bytes that are not one (and why).
@@ -411,6 +452,10 @@ impl Ledger {
                 self.new_record(id, Kind::Published, revision, content, scope)
             }
         };
+        if revision == self.records[record as usize].latest {
+            self.records[record as usize].has_result =
+                head.status.is_some_and(|s| has_result(s.phase));
+        }
         self.claim_all(record, revision, &head.provenance, at, resolve);
     }
 
@@ -425,6 +470,7 @@ impl Ledger {
         let meta = &pending.metadata;
         let scope = scope_of(meta.source.as_str(), meta.session.as_str());
         let record = self.new_record(pending.id(), Kind::Pending, 0, 0, Some(scope));
+        self.records[record as usize].has_result = has_result(pending.status.phase);
         self.claim_all(record, 0, &pending.provenance, at, resolve);
     }
 
@@ -457,6 +503,10 @@ impl Ledger {
             latest,
             content,
             scope,
+            has_result: false,
+            merged: 0,
+            partial: scope.is_none(),
+            id_derived: false,
         });
         if kind == Kind::Published {
             self.by_id.insert(id, n);
@@ -473,16 +523,21 @@ impl Ledger {
         at: &dyn Fn() -> String,
         resolve: &mut dyn FnMut(&InputKey) -> Option<u32>,
     ) {
+        if provenance.0.is_empty() {
+            self.records[record as usize].partial = true;
+        }
         for origin in &provenance.0 {
             let input = match self.resolve(origin, resolve) {
                 Ok(Some(n)) => n,
                 Ok(None) => {
                     self.counts.outside += origin.positions().len() as u64;
+                    self.records[record as usize].partial = true;
                     continue;
                 }
                 Err(why) => {
                     self.discrepancies
                         .push(Discrepancy::BadRecord { at: at(), why });
+                    self.records[record as usize].partial = true;
                     continue;
                 }
             };
@@ -490,6 +545,7 @@ impl Ledger {
             for &offset in origin.positions() {
                 if !range.contains(offset) {
                     self.counts.outside += 1;
+                    self.records[record as usize].partial = true;
                     continue;
                 }
                 self.claim((input, offset), record, revision);
@@ -574,6 +630,11 @@ impl Ledger {
                     for identity in identities(event).into_iter().flatten() {
                         self.identities.insert(identity, claim.record);
                     }
+                    let derived = self.records[claim.record as usize].id_derived
+                        || self.record_id_of(pos, event) == Some(id);
+                    let info = &mut self.records[claim.record as usize];
+                    info.merged |= kind_bit(event);
+                    info.id_derived = derived;
                     let (source, session) = (event.source.as_str(), event.session.as_str());
                     if scope.is_some_and(|scope| scope != scope_of(source, session)) {
                         self.discrepancies.push(Discrepancy::OtherScope {
@@ -616,19 +677,39 @@ impl Ledger {
             }
             Content::Event(event) => {
                 let [by_id, by_content] = identities(event);
-                let (input, shift) = self.inputs[pos.0 as usize].core;
-                let key = match (&event.call_id, &event.body) {
-                    (Some(id), _) => Some(id.as_str().to_owned()),
-                    (None, EventBody::Announce(_)) => Some(format!("@{input}:{}", pos.1 + shift)),
-                    _ => None,
-                };
-                let expected = key.map(|k| {
-                    RecordId::derive(&event.source, &event.session, event.thread.as_ref(), &k)
+                // An announce opens a call of its own; what else would go into another's.
+                let expected = (event.call_id.is_some()
+                    || matches!(event.body, EventBody::Announce(_)))
+                .then(|| self.record_id_of(pos, event))
+                .flatten();
+                self.unclaimed.push(Unclaimed {
+                    pos,
+                    identity: by_id.or(by_content),
+                    kind: kind_bit(event),
+                    event: describe(event),
+                    expected,
                 });
-                self.unclaimed
-                    .push((pos, by_id.or(by_content), describe(event), expected));
             }
         }
+    }
+
+    /// The id of the record that `event`, at `pos`, would open: derived from its call id, or
+    /// without one from its position as the core numbers it (`@input:offset`).
+    fn record_id_of(&self, pos: Pos, event: &Event) -> Option<RecordId> {
+        let key = match &event.call_id {
+            Some(id) => id.as_str().to_owned(),
+            None => {
+                let (input, shift) = self.inputs[pos.0 as usize].core;
+                format!("@{input}:{}", pos.1.checked_add(shift)?)
+            }
+        };
+        let thread = event.thread.as_ref();
+        Some(RecordId::derive(
+            &event.source,
+            &event.session,
+            thread,
+            &key,
+        ))
     }
 
     /// Input `n` was read to the end of its range.
@@ -638,20 +719,33 @@ impl Ledger {
 
     /// Resolves what nothing claimed, and checks the claims no input answered: the report.
     pub fn finish(&mut self) {
-        for (pos, identity, event, expected) in std::mem::take(&mut self.unclaimed) {
-            if identity.is_some_and(|i| self.identities.contains_key(&i)) {
-                self.counts.repeats += 1;
-            } else {
-                let at = self.show(pos);
-                self.discrepancies.push(Discrepancy::Missing {
-                    at,
-                    event,
-                    expected,
-                });
-            }
-        }
         let mut claims: Vec<(Pos, Claim)> = self.claims.iter().map(|(p, c)| (*p, *c)).collect();
         claims.sort_unstable_by_key(|(p, _)| *p);
+        for (_, claim) in claims.iter().filter(|(_, c)| !c.seen) {
+            self.records[claim.record as usize].partial = true;
+        }
+        for u in std::mem::take(&mut self.unclaimed) {
+            let record = u.identity.and_then(|i| self.identities.get(&i));
+            match record.map(|&r| &self.records[r as usize]) {
+                // A copy of an event the record merged (the correlator's `Duplicate`, or
+                // `Late` once the record was published), or one the audit cannot judge.
+                Some(r) if u.kind == 0 || r.merged & u.kind != 0 || r.partial => {
+                    self.counts.repeats += 1;
+                }
+                // Its record merged none of its kind, and says it has none: the call had
+                // closed before it came.
+                Some(r) if !(u.kind == COMPLETION && r.has_result) => self.counts.late += 1,
+                // Not there, or its record has a result but lists no result event.
+                _ => {
+                    let at = self.show(u.pos);
+                    self.discrepancies.push(Discrepancy::Missing {
+                        at,
+                        event: u.event,
+                        expected: u.expected,
+                    });
+                }
+            }
+        }
         for (pos, claim) in claims {
             let info = &self.records[claim.record as usize];
             if !claim.seen && self.inputs[pos.0 as usize].read {
@@ -671,6 +765,11 @@ impl Ledger {
                 self.discrepancies.push(d);
             }
         }
+        let foreign = self.records.iter().filter(|r| !r.partial && !r.id_derived);
+        let foreign: Vec<Discrepancy> = foreign
+            .map(|r| Discrepancy::ForeignId { record: r.id })
+            .collect();
+        self.discrepancies.extend(foreign);
     }
 }
 
@@ -678,8 +777,19 @@ impl Ledger {
 #[derive(serde::Deserialize)]
 struct RecordHead {
     metadata: MetadataHead,
+    status: Option<StatusHead>,
     #[serde(default)]
     provenance: Provenance,
+}
+
+#[derive(serde::Deserialize)]
+struct StatusHead {
+    phase: Phase,
+}
+
+/// Whether a record in `phase` merged a result.
+fn has_result(phase: Phase) -> bool {
+    matches!(phase, Phase::Succeeded | Phase::Failed)
 }
 
 #[derive(serde::Deserialize)]
