@@ -640,6 +640,63 @@ fn usage_errors_exit_2() {
     }
 }
 
+/// Records that name none of the audited files, or name one read the other way, stop the audit
+/// (exit 2) saying which files they name: it used to say "ok" having checked nothing. A run
+/// that read standard input is audited with `-`.
+#[test]
+fn records_of_other_files_stop_the_audit_and_stdin_is_audited_as_dash() {
+    let dir = scratch_dir("other-files");
+    let input = dir.join("events.jsonl");
+    write_lines(&input, &generated_events(20));
+    let records = dir.join("records.jsonl");
+    assert_eq!(run(&["local", s(&input), "-o", s(&records), "-q"]).code, 0);
+    let empty = dir.join("empty.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    for (args, said) in [
+        (
+            vec!["audit", s(&empty), "-r", s(&records)],
+            format!(
+                "the records name none of the audited files, only others ({})",
+                input.display()
+            ),
+        ),
+        (
+            vec!["audit", "--format", "codex", s(&input), "-r", s(&records)],
+            format!(
+                "the records name {} by line, as v1 events, but the audit reads it by event",
+                input.display()
+            ),
+        ),
+    ] {
+        let ran = run(&args);
+        assert_eq!(ran.code, 2, "{args:?}: {}", ran.show());
+        assert!(ran.stderr.contains(&said), "{said}: {}", ran.show());
+    }
+
+    // The input file as standard input; what the command printed, and its exit code.
+    let from_stdin = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+            .args(args)
+            .stdin(std::fs::File::open(&input).unwrap())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let shown = format!("{args:?}: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+        (out.status.code(), stdout, shown)
+    };
+    let piped = dir.join("piped.jsonl");
+    let (code, _, shown) = from_stdin(&["local", "-q", "-o", s(&piped)]);
+    assert_eq!(code, Some(0), "{shown}");
+    let (code, stdout, shown) = from_stdin(&["audit", "-", "-r", s(&piped)]);
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(
+        stdout.contains("ok: every input is accounted for"),
+        "{shown}"
+    );
+    let (code, _, shown) = from_stdin(&["audit", "-", "-r", "-"]);
+    assert_eq!(code, Some(2), "{shown}");
+}
+
 /// Copies `from` into a new topic `to` (keys, payloads, headers), leaving out the messages
 /// `skip` refuses and adding `extra` payloads (key of the first message kept).
 fn copy_topic(

@@ -9,8 +9,8 @@
 
 use super::ledger::{Content, InputKey, Ledger, Range};
 use super::progress::Progress;
-use anyhow::Context;
-use std::collections::HashMap;
+use anyhow::{bail, Context};
+use std::collections::{BTreeSet, HashMap};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use toolcalls_adapters::Format;
@@ -49,8 +49,13 @@ pub fn audit(
     // `toolcalls local` numbers its inputs in the order given: a line is its offset, event `i`
     // (from 1) offset `i - 1`.
     let mut numbers = Vec::new();
+    if files.inputs.iter().filter(|p| is_stdin(p)).count() + usize::from(is_stdin(files.records))
+        > 1
+    {
+        bail!("standard input (`-`) can be read once: give it as one input or as the records file, and the rest as files");
+    }
     for (index, path) in files.inputs.iter().enumerate() {
-        let name = path.display().to_string();
+        let name = name_of(path);
         let (key, shift) = match files.format {
             None => (InputKey::Lines(name.clone()), 0),
             Some(_) => (InputKey::Events(name.clone()), -1),
@@ -70,6 +75,7 @@ pub fn audit(
         .inputs
         .iter()
         .zip(&numbers)
+        .filter(|(p, _)| !is_stdin(p))
         .filter_map(|(p, &n)| Some((canonical(&p.display().to_string())?, n)))
         .map(|(c, n)| match files.format {
             None => (InputKey::Lines(c), n),
@@ -77,14 +83,33 @@ pub fn audit(
         })
         .collect();
     let mut seen: HashMap<InputKey, Option<u32>> = HashMap::new();
+    // What the records name that is no audited input: a few of the names, and a file that is
+    // one but read the other way (by line as v1 events, or by event through a --format).
+    let mut elsewhere: BTreeSet<String> = BTreeSet::new();
+    let mut misread: Option<String> = None;
     let mut resolve = |key: &InputKey| -> Option<u32> {
         if let Some(n) = seen.get(key) {
             return *n;
         }
         let n = match key {
-            InputKey::Lines(f) | InputKey::Events(f) => canonical(f)
-                .and_then(|c| names.get(&key_like(key, c)))
-                .copied(),
+            InputKey::Lines(f) | InputKey::Events(f) => {
+                let c = canonical(f);
+                let n = c
+                    .as_ref()
+                    .and_then(|c| names.get(&key_like(key, c.clone())));
+                let read_otherwise = match key {
+                    InputKey::Lines(_) => InputKey::Events,
+                    _ => InputKey::Lines,
+                };
+                let by_other_reading = files.inputs.iter().any(|p| name_of(p) == *f)
+                    || c.is_some_and(|c| names.contains_key(&read_otherwise(c)));
+                if n.is_none() && by_other_reading {
+                    misread.get_or_insert_with(|| f.clone());
+                } else if n.is_none() && elsewhere.len() < 3 {
+                    elsewhere.insert(f.clone());
+                }
+                n.copied()
+            }
             InputKey::Topic(..) => None,
         };
         seen.insert(key.clone(), n);
@@ -93,7 +118,7 @@ pub fn audit(
 
     let label = files.records.display().to_string();
     progress.stage(format!("records {label}"), None);
-    let reader: Box<dyn Read> = if files.records.as_os_str() == "-" {
+    let reader: Box<dyn Read> = if is_stdin(files.records) {
         Box::new(std::io::stdin().lock())
     } else {
         Box::new(
@@ -120,10 +145,21 @@ pub fn audit(
         ledger.add_record(&line, &|| format!("{label}:{number}"), &mut resolve);
         progress.tick();
     }
+    if let Some(file) = misread {
+        let (records_read, audit_reads) = match files.format {
+            None => ("by event, as a --format reads it", "by line, as v1 events"),
+            Some(_) => ("by line, as v1 events", "by event, through --format"),
+        };
+        bail!("the records name {file} {records_read}, but the audit reads it {audit_reads}: give the --format the `toolcalls local` run was given");
+    }
+    if ledger.claimed_positions() == 0 && !elsewhere.is_empty() {
+        let named = elsewhere.into_iter().collect::<Vec<_>>().join(", ");
+        bail!("the records name none of the audited files, only others ({named}): audit the files they were made from, by the names `toolcalls local` was given (a relative name is found from the directory the audit runs in: run it where `local` ran, or give `local` absolute paths)");
+    }
 
     // The inputs, streamed past the claims.
     for (path, &n) in files.inputs.iter().zip(&numbers) {
-        let name = path.display().to_string();
+        let name = name_of(path);
         progress.stage(format!("input {name}"), None);
         match files.format {
             None => read_v1(path, &name, n, ledger, progress)?,
@@ -135,6 +171,30 @@ pub fn audit(
     Ok(())
 }
 
+/// `-`: standard input.
+fn is_stdin(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// An input as records name it: its path as given, or `<stdin>` as `toolcalls local` names
+/// standard input.
+fn name_of(path: &Path) -> String {
+    if is_stdin(path) {
+        "<stdin>".to_owned()
+    } else {
+        path.display().to_string()
+    }
+}
+
+/// The input at `path` (`-`: standard input), to read from the start.
+fn open(path: &Path, name: &str) -> anyhow::Result<Box<dyn Read>> {
+    if is_stdin(path) {
+        return Ok(Box::new(std::io::stdin().lock()));
+    }
+    let file = std::fs::File::open(path).with_context(|| format!("cannot open {name}"))?;
+    Ok(Box::new(file))
+}
+
 /// A file of v1 events, line by line as `toolcalls local` reads it.
 fn read_v1(
     path: &Path,
@@ -143,8 +203,7 @@ fn read_v1(
     ledger: &mut Ledger,
     progress: &mut Progress,
 ) -> anyhow::Result<()> {
-    let file = std::fs::File::open(path).with_context(|| format!("cannot open {name}"))?;
-    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let mut reader = BufReader::with_capacity(1 << 16, open(path, name)?);
     let mut buf = Vec::new();
     let mut line = 0i64;
     loop {
@@ -185,7 +244,10 @@ fn read_native(
     ledger: &mut Ledger,
     progress: &mut Progress,
 ) -> anyhow::Result<()> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {name}"))?;
+    let mut bytes = Vec::new();
+    open(path, name)?
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("cannot read {name}"))?;
     let Some(format) = crate::input_format::of(format, name, &bytes)? else {
         return Ok(());
     };

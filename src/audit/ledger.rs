@@ -712,6 +712,11 @@ impl Ledger {
         ))
     }
 
+    /// How many positions of the audited inputs the outputs claim.
+    pub fn claimed_positions(&self) -> usize {
+        self.claims.len()
+    }
+
     /// Input `n` was read to the end of its range.
     pub fn input_done(&mut self, n: u32) {
         self.inputs[n as usize].read = true;
