@@ -697,6 +697,40 @@ fn records_of_other_files_stop_the_audit_and_stdin_is_audited_as_dash() {
     assert_eq!(code, Some(2), "{shown}");
 }
 
+/// The lines of a native file its adapter cannot read are bad lines to the audit, as `local`
+/// counts them.
+#[test]
+fn a_native_files_unreadable_lines_are_its_bad_lines() {
+    let dir = scratch_dir("native-bad-lines");
+    let sample = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/crates/adapters/tests/data/claude-hooks.jsonl"
+    );
+    let input = dir.join("hooks.jsonl");
+    let text = std::fs::read_to_string(sample).unwrap();
+    std::fs::write(&input, format!("{text}{{\"broken\nnot json\n")).unwrap();
+    let records = dir.join("records.jsonl");
+    let local = run(&[
+        "local",
+        "-f",
+        "claude-code-hooks",
+        s(&input),
+        "-o",
+        s(&records),
+    ]);
+    assert!(local.stderr.contains(", 2 bad lines,"), "{}", local.show());
+    let audit = run(&[
+        "audit",
+        "-f",
+        "claude-code-hooks",
+        s(&input),
+        "-r",
+        s(&records),
+    ]);
+    assert_eq!(audit.code, 0, "{}", audit.show());
+    assert!(audit.stdout.contains(", 2 bad lines"), "{}", audit.show());
+}
+
 /// Copies `from` into a new topic `to` (keys, payloads, headers), leaving out the messages
 /// `skip` refuses and adding `extra` payloads (key of the first message kept).
 fn copy_topic(

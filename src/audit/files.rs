@@ -256,6 +256,10 @@ fn read_native(
         ..Default::default()
     };
     let parsed = toolcalls_adapters::parse(format, name, &bytes, &opts);
+    // The lines its adapter cannot read, which `toolcalls local` reports as bad lines too.
+    // As a v1 line that is no event, each is an input and a bad line.
+    ledger.counts.inputs += parsed.errors.len() as u64;
+    ledger.counts.bad_lines += parsed.errors.len() as u64;
     for (i, event) in parsed.events.iter().enumerate() {
         ledger.input_event((n, i as i64 + 1), Content::Event(event));
         progress.tick();
