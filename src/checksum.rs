@@ -10,7 +10,9 @@ pub struct Args {
     /// Tool name
     tool: String,
     /// Arguments as JSON, as a v1 event's `args` holds them (a JSON string is hashed as a string);
-    /// with --encoded, the JSON text of OpenAI's `arguments` instead; omit for none
+    /// with --encoded, the JSON text of OpenAI's `arguments` instead; omit for ADK's `undefined`
+    /// arguments (an announce without `args` gets no checksum from the correlator: unknown
+    /// arguments, docs/ARCHITECTURE.md)
     args: Option<String>,
     /// ARGS is the text of encoded arguments (OpenAI `function.arguments`, Codex
     /// `function_call`, OTel `gen_ai.tool.call.arguments`): hash the value it holds, as the
