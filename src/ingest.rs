@@ -20,7 +20,7 @@ use std::io::{BufWriter, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
-use toolcalls_adapters::{parse, partition_key, Format, Options, Parsed};
+use toolcalls_adapters::{partition_key, Format, Options, Parsed};
 use toolcalls_model::redact::Redaction;
 use toolcalls_model::{Event, EventKind, Timestamp};
 use toolcalls_processor::redact_settings::RedactArgs;
@@ -308,15 +308,12 @@ pub fn run(
     let mut file_of_session: HashMap<String, String> = HashMap::new();
     for path in &args.files {
         let (name, bytes) = read(path)?;
-        let format = crate::input_format::of(forced, &name, &bytes)?;
+        let (format, parsed) = crate::input_format::read(forced, &name, &bytes, &opts)?;
         let Parsed {
             mut events,
             errors,
             skipped,
-        } = match format {
-            Some(format) => parse(format, &name, &bytes, &opts),
-            None => Parsed::default(),
-        };
+        } = parsed;
         let mut summary = FileSummary {
             name: name.clone(),
             format,

@@ -1,8 +1,9 @@
 //! The format of an input file, as `local`, `ingest` and `audit` read it: `--format` parsed,
 //! and a native file's format named there or told from the file's start (`--format auto`).
 
-use anyhow::{bail, Context};
-use toolcalls_adapters::Format;
+use crate::say::say;
+use anyhow::bail;
+use toolcalls_adapters::{Format, Parsed};
 use toolcalls_model::bom;
 
 /// `--format` of `local` and `audit`: `v1` (`None`), `auto` (`Some(None)`) or a native format.
@@ -47,10 +48,49 @@ pub fn of(forced: Option<Format>, name: &str, bytes: &[u8]) -> anyhow::Result<Op
     if bom::strip(bytes).iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
-    let format = Format::detect(name, &bytes[..bytes.len().min(1 << 16)]).with_context(|| {
-        format!("cannot tell the format of {name}; name it with --format (see docs/ADAPTERS.md)")
-    })?;
+    let Some(format) = Format::detect(name, &bytes[..bytes.len().min(1 << 16)]) else {
+        if holds_v1_events(bytes) {
+            bail!("{name} holds v1 events, not a native format: `local` and `audit` read v1 files without --format (v1 is their default), so give v1 and native files in separate runs; `ingest` takes native files only");
+        }
+        bail!("cannot tell the format of {name}; name it with --format (see docs/ADAPTERS.md)");
+    };
     Ok(Some(format))
+}
+
+/// File `name` (all of it in `bytes`) read in its format ([`of`]): the format, and what its
+/// adapter made of it. A file read in the format `--format` named that gives no event, where
+/// its start tells another format, is said on stderr: `--format codex` on a Claude Code
+/// transcript skips every line as none of codex's, and would end with no event and no error.
+pub fn read(
+    forced: Option<Format>,
+    name: &str,
+    bytes: &[u8],
+    opts: &toolcalls_adapters::Options,
+) -> anyhow::Result<(Option<Format>, Parsed)> {
+    let Some(format) = of(forced, name, bytes)? else {
+        return Ok((None, Parsed::default()));
+    };
+    let parsed = toolcalls_adapters::parse(format, name, bytes, opts);
+    if forced.is_some() && parsed.events.is_empty() {
+        let told = Format::detect(name, &bytes[..bytes.len().min(1 << 16)]);
+        if let Some(told) = told.filter(|&told| told != format) {
+            say!(
+                "{name}: no events read as {} (--format); its start reads as {}: give --format {} or auto",
+                format.name(),
+                told.name(),
+                told.name()
+            );
+        }
+    }
+    Ok((Some(format), parsed))
+}
+
+/// Whether the first line with anything on it is a valid v1 event.
+fn holds_v1_events(bytes: &[u8]) -> bool {
+    bom::strip(bytes)
+        .split(|&b| b == b'\n')
+        .find(|line| !line.iter().all(u8::is_ascii_whitespace))
+        .is_some_and(|line| toolcalls_model::Event::decode(line).is_ok())
 }
 
 #[cfg(test)]
@@ -97,6 +137,12 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("cannot tell the format of x.jsonl"), "{e}");
+        let v1 = b"\n{\"v\":1,\"kind\":\"announce\",\"source\":\"s\",\"session\":\"x\",\"callId\":\"a\",\"time\":\"2026-01-01T00:00:00Z\",\"tool\":\"T\"}\n";
+        let e = of(None, "v1.jsonl", v1).unwrap_err().to_string();
+        assert!(
+            e.contains("v1.jsonl holds v1 events, not a native format"),
+            "{e}"
+        );
         let e = of(Some(Format::Codex), "u.jsonl", &[0xFF, 0xFE, b'{', 0])
             .unwrap_err()
             .to_string();

@@ -888,3 +888,30 @@ fn a_closed_stderr_loses_the_summary_not_the_run() {
     assert!(out.status.success(), "{:?}", out.status);
     assert_eq!(records(&out).len(), 9);
 }
+
+/// A file read in the format `--format` named that gives no event, where its start tells
+/// another format, is said: every line was skipped as none of that format's, and the run would
+/// end with no record and no error. A v1 file given with `--format auto` is named as one.
+#[test]
+fn a_wrong_format_that_reads_no_event_is_said() {
+    let hooks = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/crates/adapters/tests/data/claude-hooks.jsonl"
+    );
+    let out = toolcalls(&["local", "-q", "--format", "codex", hooks], None);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "no events read as codex (--format); its start reads as claude-code-hooks: give --format claude-code-hooks or auto"
+        ),
+        "{stderr}"
+    );
+    let out = toolcalls(&["local", "--format", "auto", EXAMPLE], None);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("holds v1 events, not a native format"),
+        "{stderr}"
+    );
+}

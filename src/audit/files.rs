@@ -248,14 +248,11 @@ fn read_native(
     open(path, name)?
         .read_to_end(&mut bytes)
         .with_context(|| format!("cannot read {name}"))?;
-    let Some(format) = crate::input_format::of(format, name, &bytes)? else {
-        return Ok(());
-    };
     let opts = toolcalls_adapters::Options {
         drop_ids,
         ..Default::default()
     };
-    let parsed = toolcalls_adapters::parse(format, name, &bytes, &opts);
+    let (_, parsed) = crate::input_format::read(format, name, &bytes, &opts)?;
     // The lines its adapter cannot read, which `toolcalls local` reports as bad lines too.
     // As a v1 line that is no event, each is an input and a bad line.
     ledger.counts.inputs += parsed.errors.len() as u64;

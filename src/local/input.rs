@@ -238,10 +238,7 @@ impl Reader {
             drop_ids: self.drop_ids,
             ..Default::default()
         };
-        let parsed = match crate::input_format::of(format, name, &bytes)? {
-            Some(format) => toolcalls_adapters::parse(format, name, &bytes, &opts),
-            None => toolcalls_adapters::Parsed::default(),
-        };
+        let (_, parsed) = crate::input_format::read(format, name, &bytes, &opts)?;
         Ok(Open::Events {
             topic,
             events: parsed.events.into_iter(),
