@@ -75,7 +75,15 @@ fn classify_json_error(bytes: &[u8], e: serde_json::Error) -> DecodeError {
     if std::str::from_utf8(bytes).is_err() {
         return DecodeError::InvalidUtf8;
     }
-    let msg = e.to_string();
+    // A message of a JSON-lines file is one line: its reader names the line, and serde's "at
+    // line 1" beside that would contradict it.
+    let full = e.to_string();
+    let single_line = !bytes.trim_ascii_end().contains(&b'\n');
+    let msg = match full.strip_suffix(&format!(" at line {} column {}", e.line(), e.column())) {
+        Some(what) if single_line && e.line() == 1 => format!("{what} at column {}", e.column()),
+        Some(what) if single_line => format!("{what} at the end of the line"),
+        _ => full,
+    };
     if msg.contains("recursion limit") {
         return DecodeError::TooDeep;
     }
@@ -436,5 +444,16 @@ mod tests {
         assert_eq!(Event::decode(&broken).unwrap_err().reason(), "invalid_utf8");
         // The mark is only stripped from files (crate::bom): a message is decoded as it is.
         assert!(Event::decode(crate::bom::strip(&marked)).is_ok());
+    }
+
+    /// A one-line message's error says where in the line, never "at line 1" (its reader names
+    /// the line of its file); a message of several lines keeps serde's line and column.
+    #[test]
+    fn a_syntax_error_is_placed_in_the_line() {
+        let said = |text: &str| Event::decode(text.as_bytes()).unwrap_err().to_string();
+        assert!(said("{\"v\":1}x").ends_with("trailing characters at column 8"));
+        assert!(said("{\"v\":1,\n").ends_with("at the end of the line"));
+        assert!(said("{\"v\":1,\n\"kind\":}").ends_with("at line 2 column 8"));
+        assert!(!said("{\"v\":1,\"time\":\"no\"}").contains("line 1"));
     }
 }
