@@ -149,7 +149,27 @@ impl Redaction {
 
     /// Replaces what the pointers name in `value`, noting each as `name` and the pointer; whether
     /// any did.
+    ///
+    /// Arguments or a result that arrive as the JSON text of a value — OpenAI's and Codex's
+    /// `arguments`, OTel's `gen_ai.tool.call.arguments` and `.result` — are the value that text
+    /// holds to the pointers: `/password` names the password inside it, and the text is written
+    /// again with it redacted.
     fn pointers_into(&self, value: &mut Value, name: &str, what: &mut Vec<String>) -> bool {
+        if self.pointers.is_empty() {
+            return false;
+        }
+        if let Value::String(text) = value {
+            let Ok(mut held @ (Value::Object(_) | Value::Array(_))) =
+                serde_json::from_str::<Value>(text)
+            else {
+                return false;
+            };
+            let changed = self.pointers_into(&mut held, name, what);
+            if changed {
+                *text = held.to_string();
+            }
+            return changed;
+        }
         let mut changed = false;
         for p in &self.pointers {
             if let Some(v) = value.pointer_mut(p) {

@@ -78,6 +78,7 @@ impl Redaction {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::redact::REDACTED;
     use serde_json::json;
 
     fn event(line: serde_json::Value) -> Event {
@@ -93,6 +94,47 @@ mod tests {
     }
 
     const KEY: &str = "sk-abcdefghijklmnopqrstuvwx";
+
+    /// Arguments and results that are the JSON text of a value (OpenAI's and Codex's
+    /// `arguments`, OTel's `gen_ai.tool.call.*`): the pointers name what the text holds, and the
+    /// checksum stays the one the adapter computed from the original text.
+    #[test]
+    fn pointers_reach_into_arguments_and_results_sent_as_json_text() {
+        let args = r#"{"user":"admin","password":"hunter-plain","nested":[{"password":"x"}]}"#;
+        let mut a = event(json!({
+            "v": 1, "kind": "announce", "source": "s", "session": "x", "callId": "c1",
+            "time": "2026-01-01T00:00:00Z", "tool": "login", "args": args,
+            "checksum": "a".repeat(64)
+        }));
+        let rules = Redaction::new(&["/password".into(), "/0/content".into()], &[]).unwrap();
+        assert!(rules.apply_event(&mut a));
+        let EventBody::Announce(body) = &a.body else {
+            unreachable!()
+        };
+        let serde_json::Value::String(text) = body.args.as_ref().unwrap().to_value() else {
+            panic!("the arguments stay JSON text: {:?}", body.args)
+        };
+        let held: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            held,
+            json!({"user": "admin", "password": REDACTED, "nested": [{"password": "x"}]})
+        );
+        assert_eq!(body.checksum.as_ref().unwrap().to_string(), "a".repeat(64));
+
+        let mut c = event(json!({
+            "v": 1, "kind": "completion", "source": "s", "session": "x", "callId": "c1",
+            "time": "2026-01-01T00:00:01Z", "result": r#"[{"content":"token 123"}]"#
+        }));
+        assert!(rules.apply_event(&mut c));
+        let text = String::from_utf8(c.encode()).unwrap();
+        assert!(!text.contains("token 123"), "{text}");
+        // Text that holds no object or array is left to the patterns.
+        let mut plain = event(json!({
+            "v": 1, "kind": "completion", "source": "s", "session": "x", "callId": "c1",
+            "time": "2026-01-01T00:00:01Z", "result": "\"password\""
+        }));
+        assert!(!rules.apply_event(&mut plain));
+    }
 
     #[test]
     fn every_field_that_may_hold_a_secret_is_redacted_and_the_checksum_kept() {
