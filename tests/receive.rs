@@ -757,6 +757,76 @@ fn a_receiver_whose_stderr_is_closed_goes_on() {
     let _ = child.wait();
 }
 
+/// A client cannot hold the receiver with a request it never finishes: headers not sent within
+/// `--read-timeout` close the connection, a body not sent within it is answered 408, and past
+/// `--max-connections` a new connection waits until one ends.
+#[test]
+fn slow_clients_are_cut_off_and_connections_are_capped() {
+    use std::io::Read;
+    use std::net::TcpStream;
+    use std::time::Duration;
+    let s = topics("recv-slow");
+    let r = Receiver::start(&s, &["--read-timeout", "1s", "--max-connections", "2"]);
+    let addr = r.url.trim_start_matches("http://").to_owned();
+    let connect = || {
+        let c = TcpStream::connect(&addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        c
+    };
+    // Everything the server sends until it closes the connection (bounded by the read timeout
+    // above: a server that never closes fails the read).
+    let until_closed = |mut c: TcpStream| {
+        let mut got = Vec::new();
+        match c.read_to_end(&mut got) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            Err(e) => panic!("the receiver kept the connection open: {e}"),
+        }
+        String::from_utf8_lossy(&got).into_owned()
+    };
+
+    let mut headers_cut = connect();
+    headers_cut
+        .write_all(b"POST /v1/events HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    let said = until_closed(headers_cut);
+    assert!(!said.contains("200 OK"), "{said}");
+
+    let mut body_cut = connect();
+    body_cut
+        .write_all(b"POST /v1/events HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
+        .unwrap();
+    let said = until_closed(body_cut);
+    assert!(said.starts_with("HTTP/1.1 408"), "{said}");
+    assert!(said.contains("--read-timeout"), "{said}");
+
+    // Two connections that send nothing hold both slots; a third is served only once one ends.
+    let r2 = Receiver::start(&s, &["--read-timeout", "60s", "--max-connections", "2"]);
+    let addr = r2.url.trim_start_matches("http://").to_owned();
+    let held: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(&addr).unwrap()).collect();
+    let mut third = TcpStream::connect(&addr).unwrap();
+    third
+        .write_all(b"GET /nothing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    third
+        .set_read_timeout(Some(Duration::from_millis(1500)))
+        .unwrap();
+    let mut first = [0u8; 1];
+    let early = third.read(&mut first);
+    assert!(
+        matches!(&early, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut),
+        "answered while both slots were held: {early:?}"
+    );
+    drop(held);
+    third
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let said = until_closed(third);
+    assert!(said.starts_with("HTTP/1.1 404"), "{said}");
+    r2.stop();
+    r.stop();
+}
+
 #[test]
 fn a_listener_beyond_loopback_needs_a_token() {
     let out = Command::new(env!("CARGO_BIN_EXE_toolcalls"))

@@ -15,6 +15,7 @@
 //!   acknowledgements; [`auth`]: the token; [`metrics`]: the counters.
 
 mod auth;
+mod connections;
 mod deliver;
 mod events;
 #[cfg(test)]
@@ -69,11 +70,15 @@ pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
     // Requests in flight wait at most the delivery timeout for their acknowledgements; a few
     // seconds more for a slow client to send the rest of its body.
     let grace = delivery_timeout + Duration::from_secs(5);
+    let bounds = connections::Bounds {
+        max_connections: o.max_connections,
+        read_timeout: o.read_timeout.0,
+    };
     runtime.block_on(server::serve(
         shared,
         o.token.clone(),
-        listener,
-        metrics_listener,
+        (listener, metrics_listener),
+        bounds,
         grace,
     ))?;
     Ok(ExitCode::SUCCESS)

@@ -53,6 +53,23 @@ pub struct Opts {
         default_value_t = Dur(Duration::from_secs(10))
     )]
     pub delivery_timeout: Dur,
+    /// How long a client may take to send a request's headers, and its body (408 then); a
+    /// connection that sends nothing for that long is closed
+    #[arg(
+        long,
+        env = "TOOLCALLS_RECEIVE_READ_TIMEOUT",
+        value_name = "DURATION",
+        default_value_t = Dur(Duration::from_secs(10))
+    )]
+    pub read_timeout: Dur,
+    /// Connections served at once; more wait to be accepted until one ends
+    #[arg(
+        long,
+        env = "TOOLCALLS_RECEIVE_MAX_CONNECTIONS",
+        value_name = "N",
+        default_value_t = 512
+    )]
+    pub max_connections: usize,
     /// Address of a listener of its own for /metrics and /healthz (no token: they tell counts,
     /// never payloads); off unless set
     #[arg(long, env = "TOOLCALLS_RECEIVE_METRICS_ADDR", value_name = "ADDR")]
@@ -62,8 +79,8 @@ pub struct Opts {
 impl Opts {
     /// Refuses settings that would expose the listener or could never work.
     pub fn check(&self) -> anyhow::Result<()> {
-        if self.token.as_ref().is_some_and(|t| t.0.trim().is_empty()) {
-            anyhow::bail!("--token is empty; give a long random token, or leave it unset");
+        if let Some(token) = &self.token {
+            token.check_token("--token").map_err(anyhow::Error::msg)?;
         }
         if !self.listen.ip().is_loopback() && self.token.is_none() {
             anyhow::bail!(
@@ -76,6 +93,12 @@ impl Opts {
         }
         if self.delivery_timeout.0.is_zero() {
             anyhow::bail!("--delivery-timeout must be greater than 0");
+        }
+        if self.read_timeout.0.is_zero() {
+            anyhow::bail!("--read-timeout must be greater than 0");
+        }
+        if self.max_connections == 0 {
+            anyhow::bail!("--max-connections must be greater than 0");
         }
         Ok(())
     }
@@ -114,16 +137,16 @@ mod tests {
             (o.max_body_bytes, o.delivery_timeout.0),
             (8 << 20, Duration::from_secs(10))
         );
-        let file = "[receive]\nlisten = \"0.0.0.0:4400\"\ntoken = \"from-file\"\nmax_body_bytes = 1024\ndelivery_timeout = \"2s\"\n";
+        let file = "[receive]\nlisten = \"0.0.0.0:4400\"\ntoken = \"from-the-file-0123\"\nmax_body_bytes = 1024\ndelivery_timeout = \"2s\"\n";
         let o = opts(&[], Some(file)).unwrap();
         assert_eq!(o.listen, SocketAddr::from(([0, 0, 0, 0], 4400)));
-        assert_eq!(o.token, Some(Secret("from-file".into())));
+        assert_eq!(o.token, Some(Secret("from-the-file-0123".into())));
         assert_eq!(
             (o.max_body_bytes, o.delivery_timeout.0),
             (1024, Duration::from_secs(2))
         );
         assert!(
-            !format!("{o:?}").contains("from-file"),
+            !format!("{o:?}").contains("from-the-file"),
             "the token never shows"
         );
         let e = opts(&["--listen", "0.0.0.0:4319"], None).unwrap_err();

@@ -1,6 +1,7 @@
 //! Answers every route shares: errors as `{"error": "…"}` with a status, the body read within
 //! the size limit, and a request's events delivered before it is answered.
 
+use super::connections::BodyTimedOut;
 use super::deliver::Undelivered;
 use super::state::Shared;
 use axum::body::Bytes;
@@ -34,9 +35,14 @@ impl IntoResponse for Refusal {
     }
 }
 
-/// The body, or 413 over `--max-body-bytes` (and 400 when it cannot be read).
+/// The body, or 413 over `--max-body-bytes`, 408 when it did not arrive within
+/// `--read-timeout` (and 400 when it cannot be read).
 pub fn body(s: &Shared, body: Result<Bytes, BytesRejection>) -> Result<Bytes, Refusal> {
     body.map_err(|rejection| match rejection.status() {
+        _ if timed_out(&rejection) => Refusal {
+            status: StatusCode::REQUEST_TIMEOUT,
+            message: format!("{rejection}; nothing of it was published"),
+        },
         StatusCode::PAYLOAD_TOO_LARGE => Refusal {
             status: StatusCode::PAYLOAD_TOO_LARGE,
             message: format!(
@@ -49,6 +55,18 @@ pub fn body(s: &Shared, body: Result<Bytes, BytesRejection>) -> Result<Bytes, Re
             message: format!("cannot read the body ({rejection})"),
         },
     })
+}
+
+/// Whether reading the body failed because it did not arrive in time.
+fn timed_out(rejection: &BytesRejection) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(rejection);
+    while let Some(e) = cause {
+        if e.is::<BodyTimedOut>() {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
 }
 
 /// 400 for a payload that cannot be read, saying why; nothing of it is published.

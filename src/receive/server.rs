@@ -2,6 +2,7 @@
 //! connections, lets the requests in flight finish (each waits at most the delivery timeout for
 //! its acknowledgements), flushes the producer and exits 0.
 
+use super::connections::{self, Bounds};
 use super::metrics;
 use super::state::Shared;
 use super::{auth, events, hooks, traces};
@@ -12,13 +13,18 @@ use std::sync::Arc;
 use std::time::Duration;
 use toolcalls_processor::Secret;
 
-/// The receiving listener's routes, behind the token when there is one, every answer counted.
-pub fn router(s: Arc<Shared>, token: Option<Secret>) -> Router {
+/// The receiving listener's routes, behind the token when there is one, every answer counted,
+/// every body read within `read_timeout`.
+pub fn router(s: Arc<Shared>, token: Option<Secret>, read_timeout: Duration) -> Router {
     let mut app = Router::new()
         .route("/v1/hooks/claude-code", post(hooks::claude_code))
         .route("/v1/traces", post(traces::traces))
         .route("/v1/events", post(events::events))
-        .layer(DefaultBodyLimit::max(s.max_body_bytes));
+        .layer(DefaultBodyLimit::max(s.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            read_timeout,
+            connections::timed_body,
+        ));
     if let Some(token) = token {
         app = app.layer(axum::middleware::from_fn_with_state(
             Arc::new(token),
@@ -36,8 +42,8 @@ pub fn router(s: Arc<Shared>, token: Option<Secret>) -> Router {
 pub async fn serve(
     s: Arc<Shared>,
     token: Option<Secret>,
-    listener: std::net::TcpListener,
-    metrics_listener: Option<std::net::TcpListener>,
+    (listener, metrics_listener): (std::net::TcpListener, Option<std::net::TcpListener>),
+    bounds: Bounds,
     grace: Duration,
 ) -> anyhow::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
@@ -57,23 +63,18 @@ pub async fn serve(
         let l = tokio::net::TcpListener::from_std(l)?;
         tracing::info!("metrics on http://{}/metrics", l.local_addr()?);
         let app = metrics::router(s.metrics.clone());
-        tokio::spawn(async move {
-            if let Err(e) = axum::serve(l, app).await {
-                tracing::warn!("the metrics listener stopped: {e}");
-            }
-        });
+        // Stopped with the process: a scrape in flight at the stop is not waited for.
+        let (_, never) = tokio::sync::watch::channel(false);
+        tokio::spawn(connections::serve(l, app, bounds, never));
     }
     listener.set_nonblocking(true)?;
     let listener = tokio::net::TcpListener::from_std(listener)?;
     tracing::info!("listening on {}", listener.local_addr()?);
-    let mut stopped = stop_rx.clone();
-    let server =
-        axum::serve(listener, router(s.clone(), token)).with_graceful_shutdown(async move {
-            let _ = stopped.wait_for(|stop| *stop).await;
-        });
+    let app = router(s.clone(), token, bounds.read_timeout);
+    let server = connections::serve(listener, app, bounds, stop_rx.clone());
     let mut stopped = stop_rx;
     tokio::select! {
-        served = server => served?,
+        () = server => {},
         _ = async {
             let _ = stopped.wait_for(|stop| *stop).await;
             tokio::time::sleep(grace).await;

@@ -299,12 +299,8 @@ impl Settings {
                 "--max-inflight-messages and --max-inflight-bytes must be greater than 0".into(),
             );
         }
-        if self
-            .api_token
-            .as_ref()
-            .is_some_and(|t| t.0.trim().is_empty())
-        {
-            return bad("--api-token is empty; give a long random token, or leave it unset".into());
+        if let Some(token) = &self.api_token {
+            token.check_token("--api-token").map_err(Error::Config)?;
         }
         if let Some(addr) = self.api_addr {
             if !addr.ip().is_loopback() && self.api_token.is_none() {
@@ -473,7 +469,9 @@ call_timeout = "5s"
     fn an_exposed_query_api_needs_a_token() {
         let e = settings(&["--api-addr", "0.0.0.0:9465"]).unwrap_err();
         assert!(e.contains("--api-token"), "{e}");
-        assert!(settings(&["--api-addr", "0.0.0.0:9465", "--api-token", "s3cret"]).is_ok());
+        let token = "s3cret-of-20-chars!!";
+        assert!(settings(&["--api-addr", "0.0.0.0:9465", "--api-token", token]).is_ok());
+        assert!(settings(&["--api-token", "s3cret"]).is_err());
         assert!(settings(&["--api-addr", "127.0.0.1:9465"]).is_ok());
         assert!(settings(&["--api-token", " "]).is_err());
     }

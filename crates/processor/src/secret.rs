@@ -11,21 +11,45 @@ impl std::fmt::Debug for Secret {
     }
 }
 
+/// Surrounding whitespace is not part of a token: a token read from a file (a Kubernetes
+/// Secret, `$(cat token)`) often ends with a newline, which no HTTP header value can hold, so
+/// kept it would refuse every request.
 impl std::str::FromStr for Secret {
     type Err = std::convert::Infallible;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(Secret(s.to_owned()))
+        Ok(Secret(s.trim().to_owned()))
     }
 }
 
+/// The fewest characters a bearer token may have: a short one is guessed.
+pub const MIN_TOKEN_CHARS: usize = 16;
+
 impl Secret {
     /// Whether `headers` carry `Authorization: Bearer <this secret>`, compared in constant time.
+    /// The scheme's name is matched in any case (RFC 9110, 11.1).
     pub fn is_bearer_in(&self, headers: &axum::http::HeaderMap) -> bool {
         headers
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .is_some_and(|given| same_secret(given.as_bytes(), self.0.as_bytes()))
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("Bearer"))
+            .is_some_and(|(_, given)| same_secret(given.as_bytes(), self.0.as_bytes()))
+    }
+
+    /// Refuses a token given with `flag` that a client could guess or never send: empty,
+    /// shorter than [`MIN_TOKEN_CHARS`], or holding whitespace or control characters.
+    pub fn check_token(&self, flag: &str) -> Result<(), String> {
+        let t = &self.0;
+        if t.is_empty() {
+            return Err(format!("{flag} is empty; give a long random token (`openssl rand -hex 32`), or leave it unset"));
+        }
+        if t.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(format!("{flag} holds a space or a control character, which an `Authorization` header cannot carry; give a token without them (`openssl rand -hex 32`)"));
+        }
+        if t.chars().count() < MIN_TOKEN_CHARS {
+            return Err(format!("{flag} is shorter than {MIN_TOKEN_CHARS} characters, short enough to guess; give a long random token (`openssl rand -hex 32`)"));
+        }
+        Ok(())
     }
 }
 
@@ -59,8 +83,27 @@ mod tests {
             secret.is_bearer_in(&h)
         };
         assert!(with("Bearer t0ken"));
+        assert!(with("bearer t0ken") && with("BEARER t0ken"));
         assert!(!with("Bearer t0ke"));
+        assert!(!with("Bearer  t0ken"));
         assert!(!with("Basic t0ken"));
         assert!(!secret.is_bearer_in(&axum::http::HeaderMap::new()));
+    }
+
+    #[test]
+    fn tokens_are_trimmed_and_short_or_unsendable_ones_refused() {
+        let token = |s: &str| s.parse::<Secret>().unwrap();
+        let good = "0123456789abcdef0123";
+        assert_eq!(token(&format!("{good}\n")).0, good);
+        assert!(token(good).check_token("--token").is_ok());
+        for (bad, said) in [
+            ("", "is empty"),
+            (" \n", "is empty"),
+            ("short-token", "shorter than 16"),
+            ("0123456789 abcdef0123", "a space or a control"),
+        ] {
+            let e = token(bad).check_token("--token").unwrap_err();
+            assert!(e.contains(said), "{bad:?}: {e}");
+        }
     }
 }
