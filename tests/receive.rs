@@ -827,6 +827,77 @@ fn slow_clients_are_cut_off_and_connections_are_capped() {
     r.stop();
 }
 
+/// Brokers restarted without the producer state they had (Tansu's memory storage; a cluster
+/// that expired the producer id) answer every batch of the receiver's producer
+/// `UNKNOWN_PRODUCER_ID`, which librdkafka retries for ever: the receiver replaces its producer
+/// after three delivery timeouts without a delivery, and requests go through again.
+#[test]
+fn a_producer_the_restarted_brokers_no_longer_know_is_replaced() {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let url = format!("tcp://{addr}");
+    /// The test's own broker, which it kills and starts again; killed on drop.
+    struct OwnBroker(Child);
+    impl Drop for OwnBroker {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let start_broker = || {
+        let child = Command::new(tansu_bin())
+            .args(["broker", "--listener-url", &url])
+            .args(["--advertised-listener-url", &url])
+            .args(["--storage-engine", "memory://tansu/"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("tansu");
+        wait_until("the test's own broker to accept connections", || {
+            std::net::TcpStream::connect(&addr).is_ok()
+        });
+        OwnBroker(child)
+    };
+    let mut s = settings("recv-lost");
+    s.brokers = addr.clone();
+    let make_topics = |s: &Settings| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(create_topics(s, 1));
+    };
+    let broker = start_broker();
+    make_topics(&s);
+    let r = Receiver::start(&s, &["--delivery-timeout", "2s"]);
+    let event = r#"{"v":1,"kind":"announce","source":"t","session":"lost","callId":"c1","time":"2026-01-01T00:00:00Z","tool":"ls"}"#;
+    let post = || {
+        curl(
+            &["--data-binary", "@-"],
+            &format!("{}/v1/events", r.url),
+            event.as_bytes(),
+        )
+    };
+    let first = post();
+    assert_eq!(first.status, 200, "{}", first.body);
+
+    drop(broker);
+    let _broker = start_broker();
+    make_topics(&s);
+    let mut answers = Vec::new();
+    wait_until("a request to go through to the restarted brokers", || {
+        let c = post();
+        answers.push(c.status);
+        c.status == 200
+    });
+    assert!(
+        r.log_text()
+            .contains("replaced the Kafka producer with a new one"),
+        "{answers:?}: {}",
+        r.log_text()
+    );
+    r.stop();
+}
+
 #[test]
 fn a_listener_beyond_loopback_needs_a_token() {
     let out = Command::new(env!("CARGO_BIN_EXE_toolcalls"))

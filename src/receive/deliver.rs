@@ -9,9 +9,9 @@
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer as _};
 use rdkafka::ClientContext;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use toolcalls_model::{Event, EventKind};
 use toolcalls_producer::{BrokerWatch, PublishSettings, Publisher};
@@ -42,8 +42,24 @@ pub enum Undelivered {
     Refused(String),
 }
 
+type Producer = FutureProducer<Context>;
+
+/// Delivery timeouts without a delivery after which the producer is replaced.
+const STUCK: u32 = 3;
+
+struct Times {
+    /// When the first request that failed since the last delivery began; `None` while
+    /// requests are delivered.
+    failing_since: Option<Instant>,
+    made: Instant,
+}
+
 pub struct Deliverer {
-    producer: FutureProducer<Context>,
+    /// Replaced when it fails for good or delivers nothing for long ([`Deliverer::renew`]); a
+    /// request holds the one it sent through until it is answered.
+    producer: RwLock<Arc<Producer>>,
+    /// Since when requests fail, and when the producer was made.
+    times: Mutex<Times>,
     settings: PublishSettings,
     announce_topic: String,
     completion_topic: String,
@@ -60,18 +76,14 @@ impl Deliverer {
             tracing::warn!("{notice}");
         }));
         Publisher::with_watch(settings.clone(), watch.clone())?.check_topics()?;
-        let producer = settings
-            .client_config("toolcalls-receive")
-            .create_with_context(Context {
-                watch: watch.clone(),
-            })
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "cannot create the Kafka producer ({e}); check --brokers and the --kafka settings"
-                )
-            })?;
+        let producer = make_producer(&settings, &watch)?;
+        let now = Instant::now();
         Ok(Deliverer {
-            producer,
+            producer: RwLock::new(Arc::new(producer)),
+            times: Mutex::new(Times {
+                failing_since: None,
+                made: now,
+            }),
             announce_topic: settings.announce_topic.clone(),
             completion_topic: settings.completion_topic.clone(),
             timeout: settings.flush_timeout,
@@ -109,6 +121,81 @@ impl Deliverer {
     }
 
     async fn send_all(&self, events: &[Event], payloads: &[Vec<u8>]) -> Result<(), Undelivered> {
+        let producer = self.producer();
+        let sent = self.send_through(&producer, events, payloads).await;
+        match sent {
+            Ok(()) => {
+                self.times().failing_since = None;
+                Ok(())
+            }
+            Err(Undelivered::Retry(why)) => Err(Undelivered::Retry(self.renew(&producer, why))),
+            other => other,
+        }
+    }
+
+    fn times(&self) -> std::sync::MutexGuard<'_, Times> {
+        self.times
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn producer(&self) -> Arc<Producer> {
+        self.producer
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// After a failed delivery through `failed`, a new producer in its place when it cannot
+    /// deliver again: librdkafka declared it failed for good (an idempotence error), or nothing
+    /// was delivered for [`STUCK`] delivery timeouts, and it has been in use that long (brokers
+    /// that lost their producer state in a restart answer its every batch `UNKNOWN_PRODUCER_ID`,
+    /// which it retries for ever). During an outage a new one is made at most that often, and
+    /// connects once the brokers are back. Made once however many requests saw it fail, so the
+    /// clients' retries go through it. The answer to give: `why`, or what was done.
+    fn renew(&self, failed: &Arc<Producer>, why: String) -> String {
+        let fatal = failed.client().fatal_error();
+        let stuck_for = self.timeout * STUCK;
+        let mut times = self.times();
+        // This request had been failing since it began, a delivery timeout ago.
+        let began = Instant::now()
+            .checked_sub(self.timeout)
+            .unwrap_or_else(Instant::now);
+        let failing_for = times.failing_since.get_or_insert(began).elapsed();
+        let stuck = failing_for >= stuck_for && times.made.elapsed() >= stuck_for;
+        if fatal.is_none() && !stuck {
+            return why;
+        }
+        let mut current = self
+            .producer
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let cause = match &fatal {
+            Some((code, reason)) => format!("it failed for good ({code:?}: {reason})"),
+            None => format!("it delivered nothing for {} s", failing_for.as_secs()),
+        };
+        if Arc::ptr_eq(&current, failed) {
+            match make_producer(&self.settings, &self.watch) {
+                Ok(fresh) => {
+                    *current = Arc::new(fresh);
+                    times.made = Instant::now();
+                    times.failing_since = None;
+                    tracing::error!("replaced the Kafka producer with a new one: {cause}");
+                }
+                Err(e) => tracing::error!(
+                    "the Kafka producer: {cause}, and a new one cannot be made: {e:#}"
+                ),
+            }
+        }
+        format!("{why}; the Kafka producer was replaced ({cause}): retry")
+    }
+
+    async fn send_through(
+        &self,
+        producer: &Producer,
+        events: &[Event],
+        payloads: &[Vec<u8>],
+    ) -> Result<(), Undelivered> {
         let deadline = Instant::now() + self.timeout;
         let mut waiting = Vec::with_capacity(events.len());
         for (event, payload) in events.iter().zip(payloads) {
@@ -116,7 +203,7 @@ impl Deliverer {
             let topic = self.topic_for(event);
             loop {
                 let record = FutureRecord::to(topic).key(key).payload(payload);
-                match self.producer.send_result(record) {
+                match producer.send_result(record) {
                     Ok(future) => {
                         waiting.push(future);
                         break;
@@ -187,7 +274,21 @@ impl Deliverer {
 
     /// Waits (blocking) for what is still in flight, for at most the delivery timeout.
     pub fn flush(&self) -> anyhow::Result<()> {
-        toolcalls_producer::wait_delivered(&self.producer, self.timeout + Duration::from_secs(1))
+        toolcalls_producer::wait_delivered(&*self.producer(), self.timeout + Duration::from_secs(1))
             .map_err(|e| anyhow::anyhow!("events still in flight at shutdown ({e})"))
     }
+}
+
+/// The producer, configured as the `Publisher` is.
+fn make_producer(settings: &PublishSettings, watch: &Arc<BrokerWatch>) -> anyhow::Result<Producer> {
+    settings
+        .client_config("toolcalls-receive")
+        .create_with_context(Context {
+            watch: watch.clone(),
+        })
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot create the Kafka producer ({e}); check --brokers and the --kafka settings"
+            )
+        })
 }
