@@ -129,7 +129,9 @@ impl Drop for Receiver {
 /// What `curl` gave: the HTTP status, the body, and curl's own exit status.
 struct Curl {
     status: u16,
+    /// The body as text (lossy), and as it came.
     body: String,
+    raw: Vec<u8>,
     ok: bool,
 }
 
@@ -148,11 +150,12 @@ fn curl(args: &[&str], url: &str, stdin: &[u8]) -> Curl {
     input.write_all(stdin).unwrap();
     drop(input);
     let out = child.wait_with_output().unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    let (body, code) = text.rsplit_once('\n').unwrap();
+    let at = out.stdout.iter().rposition(|&b| b == b'\n').unwrap();
+    let (raw, code) = (&out.stdout[..at], &out.stdout[at + 1..]);
     Curl {
-        status: code.trim().parse().unwrap_or(0),
-        body: body.to_owned(),
+        status: String::from_utf8_lossy(code).trim().parse().unwrap_or(0),
+        body: String::from_utf8_lossy(raw).into_owned(),
+        raw: raw.to_vec(),
         ok: out.status.success(),
     }
 }
@@ -535,13 +538,45 @@ fn bad_payloads_are_refused_and_publish_nothing() {
     let c = post("/v1/traces", &["Content-Type: application/json"], b"[1]");
     assert_eq!(c.status, 400);
     assert!(reason(&c).contains("resourceSpans"), "{}", c.body);
+    // A refused protobuf request is answered with a protobuf `google.rpc.Status`, as OTLP/HTTP
+    // asks (its field 2, the message, is all an exporter logs).
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct Status {
+        #[prost(int32, tag = "1")]
+        code: i32,
+        #[prost(string, tag = "2")]
+        message: String,
+    }
+    let status_of = |c: &Curl| -> String {
+        use prost::Message as _;
+        Status::decode(&c.raw[..])
+            .unwrap_or_else(|e| panic!("not a google.rpc.Status ({e}): {}", c.body))
+            .message
+    };
+    let protobuf = "Content-Type: application/x-protobuf";
+    let c = post("/v1/traces", &[protobuf], b"\x0a\xff\xff\xff");
+    assert_eq!(c.status, 400);
+    assert!(status_of(&c).contains("protobuf"), "{}", c.body);
     let c = post(
         "/v1/traces",
-        &["Content-Type: application/x-protobuf"],
-        b"\x0a\xff\xff\xff",
+        &[protobuf, "Content-Encoding: gzip"],
+        b"\x1f\x8b",
     );
-    assert_eq!(c.status, 400);
-    assert!(reason(&c).contains("protobuf"), "{}", c.body);
+    assert_eq!(c.status, 415);
+    assert!(status_of(&c).contains("gzip"), "{}", c.body);
+    let c = curl(
+        &["-H", protobuf, "--data-binary", "@-"],
+        &url("/v1/traces"),
+        b"",
+    );
+    assert_eq!(c.status, 401);
+    assert!(status_of(&c).contains("--token"), "{}", c.body);
+    // Every route refuses a compressed body it would otherwise read as it came.
+    for route in ["/v1/hooks/claude-code", "/v1/events"] {
+        let c = post(route, &["Content-Encoding: gzip"], hook.as_bytes());
+        assert_eq!(c.status, 415, "{route}: {}", c.body);
+        assert!(reason(&c).contains("gzip"), "{}", c.body);
+    }
     // Unknown encodings: 415.
     let c = post(
         "/v1/traces",
@@ -593,7 +628,7 @@ fn bad_payloads_are_refused_and_publish_nothing() {
     for line in [
         r#"toolcalls_receive_requests_total{route="hooks/claude-code",status="401"} 2"#,
         r#"toolcalls_receive_requests_total{route="hooks/claude-code",status="400"} 2"#,
-        r#"toolcalls_receive_requests_total{route="traces",status="415"} 2"#,
+        r#"toolcalls_receive_requests_total{route="traces",status="415"} 3"#,
         r#"toolcalls_receive_requests_total{route="events",status="413"} 2"#,
         r#"toolcalls_receive_events_total{route="events"} 1"#,
     ] {

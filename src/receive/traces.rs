@@ -2,7 +2,8 @@
 //! (`application/json`), read by the otel adapter: every GenAI `execute_tool` span is one call.
 //! Other spans are skipped. Answered with an `ExportTraceServiceResponse` in the request's
 //! encoding; any other content type is 415, compressed bodies too (set the exporter's
-//! compression to none).
+//! compression to none). A refusal of a protobuf request is a protobuf `google.rpc.Status`, as
+//! OTLP/HTTP asks, so that the exporter can log why ([`protobuf_refusals`]).
 
 use super::otlp;
 use super::reply;
@@ -70,25 +71,69 @@ pub fn read(encoding: Encoding, body: &[u8]) -> Result<Vec<Event>, String> {
     Ok(parsed.events)
 }
 
-/// The body's encoding from its headers, or why it is not one this route reads.
-fn encoding(headers: &HeaderMap) -> Result<Encoding, String> {
-    if let Some(ce) = headers.get(header::CONTENT_ENCODING) {
-        let ce = ce.to_str().unwrap_or("?").trim();
-        if !ce.eq_ignore_ascii_case("identity") {
-            return Err(format!("Content-Encoding `{ce}` is not supported; send the body uncompressed (the exporter's compression: none)"));
-        }
+/// `google.rpc.Status`, the body OTLP/HTTP gives a refused protobuf request.
+#[derive(Clone, PartialEq, prost::Message)]
+struct Status {
+    #[prost(int32, tag = "1")]
+    code: i32,
+    #[prost(string, tag = "2")]
+    message: String,
+}
+
+/// Every refusal (4xx, 5xx) of a protobuf request to this route, whichever layer made it (the
+/// token, the body's limits, the handler), as a `google.rpc.Status` instead of the JSON
+/// `{"error": …}` the other routes answer with; its status and headers kept.
+pub async fn protobuf_refusals(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let protobuf = request.uri().path() == "/v1/traces"
+        && matches!(
+            media_type(request.headers()).as_str(),
+            "application/x-protobuf" | "application/protobuf"
+        );
+    let response = next.run(request).await;
+    let status = response.status();
+    if !protobuf || !(status.is_client_error() || status.is_server_error()) {
+        return response;
     }
+    let (mut parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 1 << 20)
+        .await
+        .unwrap_or_default();
+    let message = serde_json::from_slice::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v["error"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| String::from_utf8_lossy(&text).into_owned());
+    let body = Status { code: 0, message }.encode_to_vec();
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/x-protobuf"),
+    );
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(body))
+}
+
+/// The media type of the request's `Content-Type`, lower case, without parameters.
+fn media_type(headers: &HeaderMap) -> String {
     let ct = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    let media = ct
-        .split(';')
+    ct.split(';')
         .next()
         .unwrap_or("")
         .trim()
-        .to_ascii_lowercase();
-    match media.as_str() {
+        .to_ascii_lowercase()
+}
+
+/// The body's encoding from its headers, or why it is not one this route reads.
+fn encoding(headers: &HeaderMap) -> Result<Encoding, String> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    match media_type(headers).as_str() {
         "application/x-protobuf" | "application/protobuf" => Ok(Encoding::Protobuf),
         "application/json" => Ok(Encoding::Json),
         _ => Err(format!(
