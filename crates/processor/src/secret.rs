@@ -37,7 +37,7 @@ impl Secret {
     }
 
     /// Refuses a token given with `flag` that a client could guess or never send: empty,
-    /// shorter than [`MIN_TOKEN_CHARS`], or holding whitespace or control characters.
+    /// shorter than `MIN_TOKEN_CHARS` (16), or holding whitespace or control characters.
     pub fn check_token(&self, flag: &str) -> Result<(), String> {
         let t = &self.0;
         if t.is_empty() {
