@@ -201,6 +201,11 @@ pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
     if args.follow.follow {
         return follow(args, file, redaction);
     }
+    let f = &args.follow;
+    if !args.opts.quiet && (f.checkpoint_dir.is_some() || f.once || f.metrics_addr.is_some()) {
+        // Perhaps from a config file the follower shares: said, not refused.
+        say!("toolcalls ingest: --checkpoint-dir, --once and --metrics-addr apply with --follow only; this run keeps no checkpoints and sends every file whole (add --follow to send only what is new)");
+    }
     // So is a file that cannot be read (one followed may come later).
     for path in args.files.iter().filter(|p| p.as_os_str() != "-") {
         readable(path)?;
@@ -251,18 +256,28 @@ fn publisher(args: &Args, file: &ConfigFile) -> anyhow::Result<toolcalls_produce
 /// `--follow`: tails the files until stopped (`crate::follow`).
 fn follow(args: Args, file: &ConfigFile, redaction: Redaction) -> anyhow::Result<ExitCode> {
     let o = &args.opts;
+    if args.follow.poll_interval.0.is_zero() {
+        bail!("--poll-interval must be greater than 0 (it is how long the follower rests between looks)");
+    }
     let outlet = match &o.out {
         None => crate::follow::Outlet::Kafka(publisher(&args, file)?),
         Some(out) if out.as_os_str() == "-" => {
             crate::follow::Outlet::Lines(Box::new(std::io::stdout()))
         }
-        Some(out) => crate::follow::Outlet::File(BufWriter::new(
-            std::fs::OpenOptions::new()
+        Some(out) => {
+            let opened = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(out)
-                .with_context(|| format!("cannot open {}; check the --out path", out.display()))?,
-        )),
+                .with_context(|| format!("cannot open {}; check the --out path", out.display()))?;
+            // A pipe, a FIFO or /dev/null cannot be synced to disk: flushed, as stdout is.
+            let regular = opened.metadata().is_ok_and(|m| m.is_file());
+            if regular {
+                crate::follow::Outlet::File(BufWriter::new(opened))
+            } else {
+                crate::follow::Outlet::Lines(Box::new(BufWriter::new(opened)))
+            }
+        }
     };
     let settings = crate::follow::Settings {
         paths: args.files.clone(),

@@ -505,3 +505,60 @@ fn a_value_split_at_a_comma_is_refused_without_quoting_it() {
     assert!(said.contains("--otlp-header takes KEY=VALUE"), "{said}");
     assert!(!said.contains("cd-part"), "{said}");
 }
+
+/// `ingest --follow --out` takes what one-shot `--out` takes: a pipe or `/dev/null` (which
+/// cannot be synced to disk) as well as a file; a poll interval of 0 is refused rather than
+/// spun on; follow options given to a one-shot ingest are said, not silently ignored.
+#[test]
+fn follow_outputs_that_are_no_files_and_follow_options_without_follow() {
+    let follow = |out: &str| {
+        Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+            .args(["ingest", "-q", "--follow", "--once", "--out", out, SAMPLE])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let to_null = follow("/dev/null");
+    assert!(to_null.status.success(), "{to_null:?}");
+    let to_pipe = follow("/dev/stdout");
+    assert!(to_pipe.status.success(), "{to_pipe:?}");
+    let sample_events = std::fs::read_to_string(SAMPLE)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("\"PreToolUse\"") || l.contains("\"PostToolUse"))
+        .count();
+    assert!(
+        String::from_utf8_lossy(&to_pipe.stdout).lines().count() >= sample_events,
+        "{to_pipe:?}"
+    );
+
+    let spin = Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+        .args([
+            "ingest",
+            "--follow",
+            "--poll-interval",
+            "0s",
+            "--out",
+            "-",
+            SAMPLE,
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(spin.status.code(), Some(2), "{spin:?}");
+    assert!(
+        String::from_utf8_lossy(&spin.stderr).contains("--poll-interval must be greater than 0")
+    );
+
+    let dir = Scratch::new("follow-options");
+    let once = Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+        .args(["ingest", "--once", "--out", "/dev/null", "--checkpoint-dir"])
+        .arg(dir.join("ck"))
+        .arg(SAMPLE)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&once.stderr);
+    assert!(once.status.success(), "{said}");
+    assert!(said.contains("apply with --follow only"), "{said}");
+}

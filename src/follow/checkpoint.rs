@@ -134,6 +134,18 @@ impl Store {
                 return Err(e).with_context(|| format!("cannot lock {}", path.display()))
             }
         }
+        // A directory whose lock can be opened but where no file can be made (a lock left by
+        // another user) would fail at the first checkpoint, after the events went out: every
+        // restart would send them again. Found out before anything is sent.
+        let probe = dir.join(".write-test");
+        std::fs::write(&probe, b"")
+            .and_then(|()| std::fs::remove_file(&probe))
+            .with_context(|| {
+                format!(
+                    "cannot write in the checkpoint directory {}; check its owner and mode (--checkpoint-dir)",
+                    dir.display()
+                )
+            })?;
         Ok(Store {
             dir: dir.to_owned(),
             _lock: lock,
