@@ -264,20 +264,7 @@ fn follow(args: Args, file: &ConfigFile, redaction: Redaction) -> anyhow::Result
         Some(out) if out.as_os_str() == "-" => {
             crate::follow::Outlet::Lines(Box::new(std::io::stdout()))
         }
-        Some(out) => {
-            let opened = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(out)
-                .with_context(|| format!("cannot open {}; check the --out path", out.display()))?;
-            // A pipe, a FIFO or /dev/null cannot be synced to disk: flushed, as stdout is.
-            let regular = opened.metadata().is_ok_and(|m| m.is_file());
-            if regular {
-                crate::follow::Outlet::File(BufWriter::new(opened))
-            } else {
-                crate::follow::Outlet::Lines(Box::new(BufWriter::new(opened)))
-            }
-        }
+        Some(out) => crate::follow::Outlet::file(out)?,
     };
     let settings = crate::follow::Settings {
         paths: args.files.clone(),

@@ -152,8 +152,9 @@ impl Store {
         })
     }
 
-    /// Every checkpoint in the directory. One that cannot be read is said and left out (its file
-    /// is then read from its start again; the processor drops what it already had).
+    /// Every checkpoint in the directory. One that cannot be read is said and left out: its file
+    /// is then read from its start again, and what the digest log beside it names
+    /// ([`Store::delivered`]) is not sent again.
     pub fn load(&self) -> anyhow::Result<Vec<Checkpoint>> {
         let mut out = Vec::new();
         let entries = std::fs::read_dir(&self.dir)
@@ -179,12 +180,12 @@ impl Store {
                     out.push(cp);
                 }
                 Ok(cp) => say!(
-                    "toolcalls ingest: checkpoint {} has version {}, not {VERSION}; ignored (its file is read again from its start)",
+                    "toolcalls ingest: checkpoint {} has version {}, not {VERSION}; ignored (its file is read again from its start, and what its digest log names is not sent again)",
                     path.display(),
                     cp.version
                 ),
                 Err(e) => say!(
-                    "toolcalls ingest: cannot read checkpoint {} ({e}); ignored (its file is read again from its start)",
+                    "toolcalls ingest: cannot read checkpoint {} ({e}); ignored (its file is read again from its start, and what its digest log names is not sent again)",
                     path.display()
                 ),
             }
@@ -225,6 +226,16 @@ impl Store {
     pub fn rename(&self, from: &str, cp: &Checkpoint) -> anyhow::Result<()> {
         self.save_all(cp)?;
         self.remove(from)
+    }
+
+    /// What the digest log of `path` says was delivered, whether or not its checkpoint can be
+    /// read.
+    pub fn delivered(&self, path: &str) -> anyhow::Result<Delivered> {
+        let mut out = Delivered::default();
+        for d in self.read_digests(path)? {
+            out.add(d);
+        }
+        Ok(out)
     }
 
     /// The digests logged for `path`; a digest cut short by a crash is left out.

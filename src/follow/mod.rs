@@ -22,7 +22,8 @@
 //! rewritten or truncated; it is parsed again from its start like any change, and its events
 //! already delivered are not sent again. A path that holds another inode (a rotation, or a save
 //! by rename) keeps the digests of the file it held; a file renamed to a path still followed
-//! keeps its checkpoint.
+//! keeps its checkpoint; a file no longer found keeps its checkpoint for when it comes back. A
+//! file found under several paths (links) is followed under one.
 
 mod checkpoint;
 mod complete;
@@ -36,11 +37,12 @@ pub use opts::Opts;
 pub use outlet::Outlet;
 
 use crate::say::say;
-use checkpoint::{Checkpoint, Store};
+use checkpoint::{Checkpoint, Delivered, Store};
 use identity::Stat;
 use metrics::FollowMetrics;
 use scan::Target;
 use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -92,6 +94,12 @@ pub fn run(settings: Settings, outlet: Outlet) -> anyhow::Result<()> {
         let bound = metrics.serve(addr)?;
         tracing::info!(%bound, "serving the follower's metrics on /metrics");
     }
+    let own_dirs = settings
+        .checkpoint_dir
+        .iter()
+        .filter_map(|d| std::fs::metadata(d).ok())
+        .map(|m| (m.dev(), m.ino()))
+        .collect();
     let mut f = Follower {
         // Absolute, so that a checkpoint names its file wherever the follower is started from.
         targets: settings
@@ -104,7 +112,10 @@ pub fn run(settings: Settings, outlet: Outlet) -> anyhow::Result<()> {
         saved: saved.into_iter().map(|cp| (cp.path.clone(), cp)).collect(),
         files: HashMap::new(),
         unreadable: HashMap::new(),
+        own_output: outlet.file_identity(),
+        own_dirs,
         out: outlet,
+        aliases: HashSet::new(),
         metrics,
     };
     tracing::info!(
@@ -145,6 +156,10 @@ struct Tracked {
     read_at: Option<Instant>,
     /// Its last read failed.
     unreadable: bool,
+    /// How many times the file holds each event (by digest) in its parse so far: the whole file
+    /// at its last whole read, and what its stream read since. An event is sent when the file
+    /// holds it more often than its checkpoint says it was delivered.
+    held: HashMap<u64, u32>,
 }
 
 impl Tracked {
@@ -170,6 +185,7 @@ fn forget_idle_streams(files: &mut HashMap<PathBuf, Tracked>, now: Instant) {
                 .is_some_and(|at| now.duration_since(at) >= STREAM_IDLE)
         {
             t.stream = None;
+            t.held = HashMap::new();
         }
     }
 }
@@ -192,30 +208,27 @@ struct Follower {
     /// Paths the last scan could not look at, with the reason said for each.
     unreadable: HashMap<PathBuf, String>,
     out: Outlet,
+    /// The file the follower writes its events to (`--out`), never followed.
+    own_output: Option<(u64, u64)>,
+    /// The checkpoint directory, never searched.
+    own_dirs: Vec<(u64, u64)>,
+    /// Paths said to be another path's file.
+    aliases: HashSet<PathBuf>,
     metrics: FollowMetrics,
 }
 
 impl Follower {
     fn poll(&mut self, stop: &AtomicBool) -> anyhow::Result<()> {
-        let found = scan::files(&self.targets);
+        let found = scan::files(&self.targets, &self.own_dirs);
         self.note_unreadable(found.unreadable);
         let now: Vec<(PathBuf, Stat)> = found
             .files
             .into_iter()
             .filter_map(|p| std::fs::metadata(&p).ok().map(|m| (p, Stat::of(&m))))
             .collect();
+        let now = self.one_path_per_file(now);
         self.follow_renames(&now)?;
-        let present: HashSet<&PathBuf> = now.iter().map(|(p, _)| p).collect();
-        let metrics = &self.metrics;
-        self.files.retain(|p, _| {
-            let keep = present.contains(p);
-            if !keep {
-                let _ = metrics
-                    .behind
-                    .remove_label_values(&[&p.display().to_string()]);
-            }
-            keep
-        });
+        self.let_go_of_the_gone(&now);
         for (path, stat) in &now {
             if let Some(t) = self.files.get(path) {
                 self.note_behind(path, stat.size.saturating_sub(t.cp.position));
@@ -239,6 +252,65 @@ impl Follower {
             .unreadable
             .set(i64::try_from(self.unreadable.len() + files_unreadable).unwrap_or(i64::MAX));
         Ok(())
+    }
+
+    /// Keeps one path per file, and none for the follower's own output: a file found under two
+    /// paths (a symbolic or hard link beside it, a linked directory) would be sent twice. It is
+    /// followed under the path it is followed under already, else one that goes through no
+    /// symbolic link, else the first; the others are said once.
+    fn one_path_per_file(&mut self, found: Vec<(PathBuf, Stat)>) -> Vec<(PathBuf, Stat)> {
+        let mut kept: Vec<(PathBuf, Stat)> = Vec::with_capacity(found.len());
+        let mut at: HashMap<(u64, u64), usize> = HashMap::with_capacity(found.len());
+        for (path, stat) in found {
+            if self.own_output == Some(stat.inode()) {
+                continue;
+            }
+            let Some(&i) = at.get(&stat.inode()) else {
+                at.insert(stat.inode(), kept.len());
+                kept.push((path, stat));
+                continue;
+            };
+            let tracked = |p: &Path| {
+                self.files
+                    .get(p)
+                    .is_some_and(|t| (t.cp.dev, t.cp.ino) == stat.inode())
+            };
+            let link = |p: &Path| std::fs::canonicalize(p).is_ok_and(|c| c != p);
+            let other = &kept[i].0;
+            let better = (tracked(&path), !link(&path)) > (tracked(other), !link(other));
+            let alias = if better {
+                std::mem::replace(&mut kept[i].0, path)
+            } else {
+                path
+            };
+            if self.aliases.insert(alias.clone()) {
+                tracing::info!(path = %alias.display(), followed_as = %kept[i].0.display(), "the same file as another path; followed once");
+            }
+        }
+        kept
+    }
+
+    /// Lets go of the files no longer found, keeping their checkpoints as those of a restart
+    /// are kept: a file made again under the same path, or one whose directory could not be read
+    /// for a poll, does not send again what was delivered.
+    fn let_go_of_the_gone(&mut self, now: &[(PathBuf, Stat)]) {
+        let present: HashSet<&PathBuf> = now.iter().map(|(p, _)| p).collect();
+        let gone: Vec<PathBuf> = self
+            .files
+            .keys()
+            .filter(|p| !present.contains(p))
+            .cloned()
+            .collect();
+        for path in gone {
+            let t = self.files.remove(&path).expect("listed above");
+            let _ = self
+                .metrics
+                .behind
+                .remove_label_values(&[&path.display().to_string()]);
+            if t.cp.ino != 0 || t.cp.delivered.len() > 0 {
+                self.saved.insert(t.cp.path.clone(), t.cp);
+            }
+        }
     }
 
     /// Says each path the scan could not look at, once (again when the reason changes), and
@@ -328,17 +400,28 @@ impl Follower {
     /// Reads `path` when it changed, and publishes what it holds that was not delivered yet.
     fn step(&mut self, path: &Path, stat: Stat) -> anyhow::Result<()> {
         let name = path.display().to_string();
-        let t = self.files.entry(path.to_owned()).or_insert_with(|| {
-            let cp = self.saved.remove(&name).unwrap_or_else(|| Checkpoint {
-                path: name.clone(),
-                ..Checkpoint::default()
-            });
-            Tracked {
+        if !self.files.contains_key(path) {
+            let cp = match self.saved.remove(&name) {
+                Some(cp) => cp,
+                // A file never checkpointed, or whose checkpoint could not be read: the digest
+                // log beside it still says what was delivered.
+                None => Checkpoint {
+                    path: name.clone(),
+                    delivered: match &self.store {
+                        Some(store) => store.delivered(&name)?,
+                        None => Delivered::default(),
+                    },
+                    ..Checkpoint::default()
+                },
+            };
+            let t = Tracked {
                 format: cp.format.as_deref().and_then(|f| f.parse().ok()),
                 cp,
                 ..Tracked::default()
-            }
-        });
+            };
+            self.files.insert(path.to_owned(), t);
+        }
+        let t = self.files.get_mut(path).expect("inserted above");
         if t.seen == Some(stat) {
             return Ok(());
         }
@@ -434,40 +517,14 @@ impl Follower {
             None => parse(format, &name, &bytes[..ready], &self.s.options),
         };
         t.stream = stream;
-        vet(t, &parsed, &self.s, &self.metrics)?;
-        // The events of this parse the file has delivered fewer times than the parse holds them.
-        let mut held: HashMap<u64, u32> = HashMap::new();
-        let mut fresh = Vec::new();
-        for event in &parsed.events {
-            let payload = event.encode();
-            let digest = identity::event_digest(&payload);
-            let n = held.entry(digest).or_default();
-            *n += 1;
-            if *n > t.cp.delivered.count(digest)
-                && send(
-                    &mut self.out,
-                    t,
-                    &name,
-                    event,
-                    &payload,
-                    &self.s,
-                    &self.metrics,
-                )?
-            {
-                fresh.push(digest);
+        t.held.clear();
+        let fresh = deliver(&mut self.out, (t, &name), &parsed, &self.s, &self.metrics)?;
+        if t.stream.is_none() {
+            if t.cp.delivered.len() > 4 * t.held.len() + 1024 {
+                t.cp.delivered.retain(&t.held);
             }
-        }
-        let strict = self.s.strict;
-        confirm(
-            &mut self.out,
-            &self.metrics,
-            format,
-            &fresh,
-            (t, &name),
-            strict,
-        )?;
-        if t.stream.is_none() && t.cp.delivered.len() > 4 * held.len() + 1024 {
-            t.cp.delivered.retain(&held);
+            // A document is parsed whole again at its next change.
+            t.held = HashMap::new();
         }
         let (print, print_len) = identity::fingerprint(&bytes);
         t.cp = Checkpoint {
@@ -512,32 +569,10 @@ impl Follower {
             return Ok(());
         };
         let parsed = stream.push(&tail.bytes[..=end]);
-        vet(t, &parsed, &self.s, &self.metrics)?;
-        let mut fresh = Vec::with_capacity(parsed.events.len());
         let name = path.display().to_string();
-        for event in &parsed.events {
-            let payload = event.encode();
-            if send(
-                &mut self.out,
-                t,
-                &name,
-                event,
-                &payload,
-                &self.s,
-                &self.metrics,
-            )? {
-                fresh.push(identity::event_digest(&payload));
-            }
-        }
-        let strict = self.s.strict;
-        confirm(
-            &mut self.out,
-            &self.metrics,
-            format,
-            &fresh,
-            (t, &name),
-            strict,
-        )?;
+        // Checked as a whole read is: a file cut and written again line by line appends lines
+        // it had before the cut.
+        let fresh = deliver(&mut self.out, (t, &name), &parsed, &self.s, &self.metrics)?;
         t.cp.position += end as u64 + 1;
         t.cp.size = stat.size;
         t.cp.mtime_ns = stat.mtime_ns;
@@ -656,6 +691,46 @@ fn send(
         }
         Err(e) => Err(e),
     }
+}
+
+/// Says the bad lines of `parsed` (just read from file `name`), sends its events the file did
+/// not deliver yet and waits for them to be acknowledged; their digests.
+fn deliver(
+    out: &mut Outlet,
+    (t, name): (&mut Tracked, &str),
+    parsed: &Parsed,
+    s: &Settings,
+    metrics: &FollowMetrics,
+) -> anyhow::Result<Vec<u64>> {
+    vet(t, parsed, s, metrics)?;
+    let fresh = send_undelivered(out, (t, name), &parsed.events, s, metrics)?;
+    let format = t.format.expect("a file is read once its format is known");
+    confirm(out, metrics, format, &fresh, (t, name), s.strict)?;
+    Ok(fresh)
+}
+
+/// Sends those of `events` (just read from file `name`) that the file, as read so far, holds
+/// more often than it delivered them, and counts them held; the digests of those sent. A file
+/// read again from its start (after a restart, a truncation, a rewrite) sends only what it did
+/// not deliver, and so do the lines appended to it afterwards.
+fn send_undelivered(
+    out: &mut Outlet,
+    (t, name): (&mut Tracked, &str),
+    events: &[Event],
+    s: &Settings,
+    metrics: &FollowMetrics,
+) -> anyhow::Result<Vec<u64>> {
+    let mut fresh = Vec::new();
+    for event in events {
+        let payload = event.encode();
+        let digest = identity::event_digest(&payload);
+        let n = t.held.entry(digest).or_default();
+        *n += 1;
+        if *n > t.cp.delivered.count(digest) && send(out, t, name, event, &payload, s, metrics)? {
+            fresh.push(digest);
+        }
+    }
+    Ok(fresh)
 }
 
 /// `event` as it leaves, and its encoding, when the redaction rules change it.
@@ -806,6 +881,9 @@ mod tests {
             files: HashMap::new(),
             unreadable: HashMap::new(),
             out: Outlet::Lines(Box::new(std::io::sink())),
+            own_output: None,
+            own_dirs: Vec::new(),
+            aliases: HashSet::new(),
             metrics: FollowMetrics::new(),
         }
     }
@@ -955,5 +1033,166 @@ mod tests {
         forget_idle_streams(&mut files, now);
         assert!(files[Path::new("idle")].stream.is_none());
         assert!(files[Path::new("busy")].stream.is_some());
+    }
+
+    /// A follower of everything under `root` (its checkpoints beside it), and what it wrote.
+    fn follower_of_dir(root: &Path, checkpoints: &Path) -> (Follower, Written) {
+        let (mut f, written) = detecting_follower(root, checkpoints);
+        f.targets = vec![Target::Dir(root.to_owned())];
+        (f, written)
+    }
+
+    /// What `written` holds: one event a line.
+    fn events(written: &Written) -> Vec<String> {
+        let bytes = written.0.lock().unwrap().clone();
+        String::from_utf8(bytes)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Asserts that the follower wrote `expected`, by count first (events are long lines).
+    fn assert_wrote(written: &Written, expected: &[String], what: &str) {
+        let got = events(written);
+        assert_eq!(got.len(), expected.len(), "events written: {what}");
+        assert_eq!(got, expected, "{what}");
+    }
+
+    fn poll(f: &mut Follower) {
+        f.poll(&AtomicBool::new(false)).unwrap();
+    }
+
+    /// A follower of a directory holding one transcript, after its first poll.
+    struct One {
+        root: tempfile::TempDir,
+        _checkpoints: tempfile::TempDir,
+        file: PathBuf,
+        f: Follower,
+        written: Written,
+        /// What the first poll sent.
+        first: Vec<String>,
+    }
+
+    fn one_transcript_followed() -> One {
+        let root = tempfile::tempdir().unwrap();
+        let checkpoints = tempfile::tempdir().unwrap();
+        let file = root.path().join("s.jsonl");
+        let (mut f, written) = follower_of_dir(root.path(), checkpoints.path());
+        std::fs::write(&file, transcript()).unwrap();
+        poll(&mut f);
+        let first = events(&written);
+        assert!(!first.is_empty());
+        One {
+            root,
+            _checkpoints: checkpoints,
+            file,
+            f,
+            written,
+            first,
+        }
+    }
+
+    /// A file cut to nothing and written again in pieces (line by line, as an agent that starts
+    /// its transcript again writes it) sends nothing it delivered before the cut: the lines
+    /// appended after the cut are checked as a whole read is.
+    #[test]
+    fn a_file_cut_and_written_again_in_pieces_sends_nothing_again() {
+        let sample = transcript();
+        // Bound, not `..`: the directories go when their binding does.
+        let One {
+            root: _root,
+            _checkpoints: _cps,
+            file,
+            mut f,
+            written,
+            first,
+        } = one_transcript_followed();
+        assert!(first.len() > 4, "{} events", first.len());
+        std::fs::write(&file, "").unwrap();
+        poll(&mut f);
+        let lines: Vec<&str> = sample.split_inclusive('\n').collect();
+        for n in [1, lines.len() / 3, lines.len() / 2, lines.len()] {
+            std::fs::write(&file, lines[..n].concat()).unwrap();
+            poll(&mut f);
+        }
+        assert_wrote(&written, &first, "the same events, once");
+        // What is new after the rewrite is sent.
+        let mut more = sample.clone();
+        more.push_str(&sample.replace("toolu_", "toolu_x"));
+        std::fs::write(&file, &more).unwrap();
+        poll(&mut f);
+        let other = tempfile::tempdir().unwrap();
+        std::fs::write(other.path().join("s.jsonl"), &more).unwrap();
+        let (mut fresh, all) = follower_of_dir(other.path(), &other.path().join("cp"));
+        poll(&mut fresh);
+        assert!(events(&all).len() > first.len());
+        assert_wrote(&written, &events(&all), "what is new is sent");
+    }
+
+    /// A file removed and made again while the follower runs, or out of sight for a poll, keeps
+    /// what it delivered, as it would across a restart.
+    #[test]
+    fn a_file_removed_and_made_again_sends_nothing_again() {
+        let sample = transcript();
+        let One {
+            root,
+            _checkpoints: _cps,
+            file,
+            mut f,
+            written,
+            first,
+        } = one_transcript_followed();
+        std::fs::remove_file(&file).unwrap();
+        poll(&mut f);
+        assert!(f.files.is_empty(), "let go of");
+        std::fs::write(&file, &sample).unwrap();
+        poll(&mut f);
+        assert_wrote(&written, &first, "made again");
+        // Away and back under the same inode (its directory out of sight for a poll).
+        let away = root.path().join("s.jsonl.away");
+        std::fs::rename(&file, &away).unwrap();
+        poll(&mut f);
+        std::fs::rename(&away, &file).unwrap();
+        poll(&mut f);
+        assert_wrote(&written, &first, "back after a poll away");
+    }
+
+    /// A file under two paths (a symbolic link and a hard link beside it, a linked directory,
+    /// one that links back above itself) is followed once.
+    #[test]
+    fn a_file_under_several_paths_is_followed_once() {
+        let sample = transcript();
+        let root = tempfile::tempdir().unwrap();
+        let cps = tempfile::tempdir().unwrap();
+        let sessions = root.path().join("sessions");
+        std::fs::create_dir(&sessions).unwrap();
+        let file = sessions.join("s.jsonl");
+        std::fs::write(&file, &sample).unwrap();
+        std::os::unix::fs::symlink(&file, root.path().join("link.jsonl")).unwrap();
+        std::fs::hard_link(&file, root.path().join("hard.jsonl")).unwrap();
+        std::os::unix::fs::symlink(&sessions, root.path().join("linked")).unwrap();
+        std::os::unix::fs::symlink(root.path(), sessions.join("up")).unwrap();
+        let (mut alone, once) = follower_of_dir(&sessions, cps.path());
+        alone.store = None;
+        poll(&mut alone);
+        let expected = events(&once);
+        assert!(!expected.is_empty());
+        let (mut f, written) = follower_of_dir(root.path(), cps.path());
+        poll(&mut f);
+        assert_wrote(&written, &expected, "followed once");
+        assert_eq!(f.files.len(), 1, "{:?}", f.files.keys().collect::<Vec<_>>());
+        let (path, _) = f.files.iter().next().unwrap();
+        assert!(
+            [&file, &root.path().join("hard.jsonl")].contains(&path),
+            "followed under a path that goes through no symbolic link: {}",
+            path.display()
+        );
+        // A file found through a linked directory alone is followed.
+        let other = tempfile::tempdir().unwrap();
+        std::fs::write(other.path().join("t.jsonl"), &sample).unwrap();
+        std::os::unix::fs::symlink(other.path(), root.path().join("other")).unwrap();
+        poll(&mut f);
+        assert!(f.files.contains_key(&root.path().join("other/t.jsonl")));
     }
 }

@@ -3,9 +3,11 @@
 //! and flushed — to a file, once on disk (the checkpoint that counts them is, so they must be
 //! first: else a power loss would leave the checkpoint counting events the file lost).
 
+use crate::say::say;
 use anyhow::Context;
 use std::fs::File;
 use std::io::{BufWriter, Write};
+use std::path::Path;
 use toolcalls_model::Event;
 use toolcalls_producer::{Publisher, Refused};
 
@@ -17,6 +19,40 @@ pub enum Outlet {
 }
 
 impl Outlet {
+    /// `--out PATH`, appended to. A regular file that ends in part of a line (a run killed while
+    /// writing it; its event was not checkpointed, so it is sent again) is first cut back to its
+    /// last whole line, said: the next event would otherwise be glued to the fragment. A pipe, a
+    /// FIFO or `/dev/null` cannot be synced to disk: it is flushed, as standard output is.
+    pub fn file(path: &Path) -> anyhow::Result<Outlet> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .read(true)
+            .open(path)
+            .with_context(|| format!("cannot open {}; check the --out path", path.display()))?;
+        if !file.metadata().is_ok_and(|m| m.is_file()) {
+            return Ok(Outlet::Lines(Box::new(BufWriter::new(file))));
+        }
+        let cut = cut_to_last_line(&file)
+            .with_context(|| format!("cannot read the end of {}", path.display()))?;
+        if cut > 0 {
+            say!(
+                "toolcalls ingest: {} ended in part of a line ({cut} bytes, left by a run stopped while writing it); cut back to its last whole line, and its event is sent again",
+                path.display()
+            );
+        }
+        Ok(Outlet::File(BufWriter::new(file)))
+    }
+
+    /// The device and inode of the file written to, when it is one.
+    pub fn file_identity(&self) -> Option<(u64, u64)> {
+        use std::os::unix::fs::MetadataExt;
+        match self {
+            Outlet::File(w) => w.get_ref().metadata().ok().map(|m| (m.dev(), m.ino())),
+            _ => None,
+        }
+    }
+
     /// Hands one event over (`payload` is its encoding); not yet safe.
     pub fn send(&mut self, event: &Event, payload: &[u8]) -> anyhow::Result<()> {
         match self {
@@ -43,6 +79,29 @@ impl Outlet {
         }
         Ok(Vec::new())
     }
+}
+
+/// Cuts `file` after its last newline (to nothing when it has none), synced; the bytes cut.
+fn cut_to_last_line(file: &File) -> std::io::Result<u64> {
+    use std::os::unix::fs::FileExt;
+    let len = file.metadata()?.len();
+    let mut end = len;
+    let mut chunk = vec![0u8; 64 * 1024];
+    while end > 0 {
+        let start = end.saturating_sub(chunk.len() as u64);
+        let piece = &mut chunk[..(end - start) as usize];
+        file.read_exact_at(piece, start)?;
+        if let Some(i) = piece.iter().rposition(|&b| b == b'\n') {
+            end = start + i as u64 + 1;
+            break;
+        }
+        end = start;
+    }
+    if end < len {
+        file.set_len(end)?;
+        file.sync_data()?;
+    }
+    Ok(len - end)
 }
 
 fn write_line(w: &mut impl Write, payload: &[u8]) -> anyhow::Result<()> {

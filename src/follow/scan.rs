@@ -3,6 +3,8 @@
 //! `*.ndjson`, at any depth: Claude Code subagent files included), and the files a glob matches
 //! (`*`, `?`, `[abc]` within a name, `**` for any number of directories).
 
+use std::collections::HashSet;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// What one `PATH` argument names.
@@ -56,11 +58,18 @@ pub struct Found {
     /// be searched (the files in it are not among `files`), a file named on its own that cannot
     /// be looked up. A path removed meanwhile is not one of them.
     pub unreadable: Vec<(PathBuf, std::io::Error)>,
+    /// The directories searched (device, inode), each searched once: a linked directory may
+    /// lead back to one above it.
+    searched: HashSet<(u64, u64)>,
 }
 
-/// Every file the targets name now, and the directories that could not be searched.
-pub fn files(targets: &[Target]) -> Found {
-    let mut found = Found::default();
+/// Every file the targets name now, and the directories that could not be searched; the
+/// directories `skip` names (device, inode) are not searched.
+pub fn files(targets: &[Target], skip: &[(u64, u64)]) -> Found {
+    let mut found = Found {
+        searched: skip.iter().copied().collect(),
+        ..Found::default()
+    };
     for t in targets {
         match t {
             Target::File(p) => match std::fs::metadata(p) {
@@ -104,10 +113,20 @@ fn transcript_like(p: &Path) -> bool {
     !name.starts_with('.') && EXTENSIONS.contains(&ext)
 }
 
-/// Every regular file under `dir` (symbolic links to files included, to directories not
-/// followed) that `keep` accepts. A directory that cannot be read is noted in `found`, and
-/// searched again at the next look.
+/// Every regular file under `dir` that `keep` accepts, through symbolic links to files and to
+/// directories (a directory reached twice is searched once). A directory that cannot be read is
+/// noted in `found`, and searched again at the next look.
 fn walk(dir: &Path, keep: &mut dyn FnMut(&Path) -> bool, found: &mut Found) {
+    match std::fs::metadata(dir) {
+        Ok(m) => {
+            if !found.searched.insert((m.dev(), m.ino())) {
+                return;
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+        // Said by the read below.
+        Err(_) => {}
+    }
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
@@ -128,9 +147,18 @@ fn walk(dir: &Path, keep: &mut dyn FnMut(&Path) -> bool, found: &mut Found) {
         let Ok(kind) = entry.file_type() else {
             continue;
         };
+        let kind = if kind.is_symlink() {
+            match std::fs::metadata(&path) {
+                Ok(m) => m.file_type(),
+                // A link to nothing (yet).
+                Err(_) => continue,
+            }
+        } else {
+            kind
+        };
         if kind.is_dir() {
             walk(&path, keep, found);
-        } else if (kind.is_file() || (kind.is_symlink() && path.is_file())) && keep(&path) {
+        } else if kind.is_file() && keep(&path) {
             found.files.push(path);
         }
     }
@@ -220,7 +248,7 @@ mod tests {
         ] {
             std::fs::write(dir.join(f), "{}\n").unwrap();
         }
-        let got = files(&[Target::of(&dir)]).files;
+        let got = files(&[Target::of(&dir)], &[]).files;
         assert_eq!(
             got,
             [
@@ -231,7 +259,7 @@ mod tests {
         );
         let glob = dir.join("**/agent-*.jsonl");
         assert_eq!(
-            files(&[Target::of(&glob)]).files,
+            files(&[Target::of(&glob)], &[]).files,
             [sub.join("agent-a.jsonl")]
         );
         std::fs::remove_dir_all(&dir).unwrap();
@@ -242,11 +270,11 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("toolcalls-scan-late-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let target = Target::of(&dir);
-        assert!(files(std::slice::from_ref(&target)).files.is_empty());
+        assert!(files(std::slice::from_ref(&target), &[]).files.is_empty());
         std::fs::create_dir_all(dir.join("proj")).unwrap();
         std::fs::write(dir.join("proj/s1.jsonl"), "{}\n").unwrap();
         std::fs::write(dir.join("proj/notes.txt"), "x").unwrap();
-        assert_eq!(files(&[target]).files, [dir.join("proj/s1.jsonl")]);
+        assert_eq!(files(&[target], &[]).files, [dir.join("proj/s1.jsonl")]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -258,10 +286,13 @@ mod tests {
         // capabilities to show a directory without permissions).
         let file = dir.path().join("was-a-directory");
         std::fs::write(&file, "x").unwrap();
-        let found = files(&[
-            Target::Dir(file.clone()),
-            Target::Dir(dir.path().join("gone")),
-        ]);
+        let found = files(
+            &[
+                Target::Dir(file.clone()),
+                Target::Dir(dir.path().join("gone")),
+            ],
+            &[],
+        );
         assert!(found.files.is_empty());
         assert_eq!(found.unreadable.len(), 1, "{:?}", found.unreadable);
         assert_eq!(found.unreadable[0].0, file);
