@@ -2,12 +2,14 @@
 //!
 //! - a real `curl` posts each Claude Code hook payload of a hook log (deploy/demo's) as a hook
 //!   command does, one request per payload; the OpenTelemetry Python SDK's OTLP/HTTP exporter
-//!   posts GenAI `execute_tool` spans (protobuf); `curl` posts OTLP JSON and v1 events. The
+//!   posts GenAI `execute_tool` spans (protobuf, gzip); `curl` posts OTLP JSON (deflate) and v1
+//!   events. The
 //!   processor's records equal those of `toolcalls ingest` of the same payloads (the hook
 //!   records up to their times: hook payloads carry none, the receiver stamps the receive time
 //!   where ingest stamps the line number);
 //! - bad payloads are answered 400 with the reason and publish nothing, a body over the limit
-//!   413, a request without the token 401; a listener beyond loopback without a token is refused.
+//!   (as sent or decompressed) 413, an encoding the receiver does not read 415, a request
+//!   without the token 401; a listener beyond loopback without a token is refused.
 //!
 //! Needs `curl` and the OpenTelemetry SDK that scripts/install-test-deps.sh installs under
 //! .tools/otel.
@@ -171,13 +173,15 @@ fn python_otel() -> PathBuf {
 }
 
 /// Makes GenAI `execute_tool` spans with the OpenTelemetry Python SDK: exports the first batch
-/// with its OTLP/HTTP protobuf exporter to `endpoint` (failing unless the export succeeded),
+/// with its OTLP/HTTP protobuf exporter, gzip-compressed, to `endpoint` (failing unless the
+/// export succeeded),
 /// and writes both batches as OTLP JSON lines, the second pretty-printed, for ingest and curl.
 const OTEL_SCRIPT: &str = r#"
 import json, sys
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.trace import Status, StatusCode
 
@@ -228,7 +232,8 @@ def otlp_json(batch):
 
 exported = spans("conv-py", "call_py")
 headers = {"Authorization": "Bearer " + token} if token else None
-result = OTLPSpanExporter(endpoint=endpoint, headers=headers, timeout=30).export(exported)
+result = OTLPSpanExporter(endpoint=endpoint, headers=headers, timeout=30,
+                          compression=Compression.Gzip).export(exported)
 if result != SpanExportResult.SUCCESS:
     sys.exit("the OTLP export failed: %s" % result)
 with open(exported_path, "w") as f:
@@ -345,7 +350,8 @@ fn hooks_spans_and_events_give_the_records_of_ingest() {
     }
     assert_eq!(posted, 14);
 
-    // Spans from the OpenTelemetry SDK's OTLP/HTTP exporter (protobuf), then OTLP JSON by curl.
+    // Spans from the OpenTelemetry SDK's OTLP/HTTP exporter (protobuf, gzip), then OTLP JSON by
+    // curl (deflate).
     let exported = work.join("exported.jsonl");
     let pretty = work.join("pretty.json");
     let out = Command::new(python_otel())
@@ -362,15 +368,23 @@ fn hooks_spans_and_events_give_the_records_of_ingest() {
         "the OpenTelemetry SDK: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let deflated = {
+        use std::io::Write as _;
+        let mut w = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        w.write_all(&std::fs::read(&pretty).unwrap()).unwrap();
+        w.finish().unwrap()
+    };
     let c = curl(
         &[
             "-H",
             "Content-Type: application/json",
+            "-H",
+            "Content-Encoding: deflate",
             "--data-binary",
             "@-",
         ],
         &format!("{}/v1/traces", r.url),
-        &std::fs::read(&pretty).unwrap(),
+        &deflated,
     );
     assert_eq!((c.status, c.body.as_str()), (200, "{}"));
 
@@ -559,11 +573,15 @@ fn bad_payloads_are_refused_and_publish_nothing() {
     assert!(status_of(&c).contains("protobuf"), "{}", c.body);
     let c = post(
         "/v1/traces",
-        &[protobuf, "Content-Encoding: gzip"],
+        &[protobuf, "Content-Encoding: br"],
         b"\x1f\x8b",
     );
     assert_eq!(c.status, 415);
-    assert!(status_of(&c).contains("gzip"), "{}", c.body);
+    assert!(
+        status_of(&c).contains("`br` is not supported"),
+        "{}",
+        c.body
+    );
     let c = curl(
         &["-H", protobuf, "--data-binary", "@-"],
         &url("/v1/traces"),
@@ -571,11 +589,39 @@ fn bad_payloads_are_refused_and_publish_nothing() {
     );
     assert_eq!(c.status, 401);
     assert!(status_of(&c).contains("--token"), "{}", c.body);
-    // Every route refuses a compressed body it would otherwise read as it came.
+    // Every route reads gzip and deflate, and nothing else: a body that is not what its
+    // Content-Encoding says is 400, one that decompresses past --max-body-bytes 413 (a bomb of
+    // zeros costs the receiver the limit), an encoding it does not read 415.
+    let gzip = |bytes: &[u8]| {
+        use std::io::Write as _;
+        let mut w = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        w.write_all(bytes).unwrap();
+        w.finish().unwrap()
+    };
     for route in ["/v1/hooks/claude-code", "/v1/events"] {
         let c = post(route, &["Content-Encoding: gzip"], hook.as_bytes());
+        assert_eq!(c.status, 400, "{route}: {}", c.body);
+        assert!(reason(&c).contains("not valid gzip"), "{}", c.body);
+        let c = post(
+            route,
+            &["Content-Encoding: deflate"],
+            &gzip(hook.as_bytes()),
+        );
+        assert_eq!(c.status, 400, "{route}: {}", c.body);
+        let c = post(route, &["Content-Encoding: gzip"], &gzip(&[b' '; 1 << 20]));
+        assert_eq!(c.status, 413, "{route}: {}", c.body);
+        assert!(
+            reason(&c).contains("decompresses to more than 4096"),
+            "{}",
+            c.body
+        );
+        let c = post(route, &["Content-Encoding: zstd"], hook.as_bytes());
         assert_eq!(c.status, 415, "{route}: {}", c.body);
-        assert!(reason(&c).contains("gzip"), "{}", c.body);
+        assert!(
+            reason(&c).contains("gzip, deflate or uncompressed"),
+            "{}",
+            c.body
+        );
     }
     // Unknown encodings: 415.
     let c = post(
@@ -586,11 +632,14 @@ fn bad_payloads_are_refused_and_publish_nothing() {
     assert_eq!(c.status, 415, "{}", c.body);
     let c = post(
         "/v1/traces",
-        &["Content-Type: application/json", "Content-Encoding: gzip"],
+        &[
+            "Content-Type: application/json",
+            "Content-Encoding: compress",
+        ],
         nameless.as_bytes(),
     );
     assert_eq!(c.status, 415, "{}", c.body);
-    assert!(reason(&c).contains("gzip"), "{}", c.body);
+    assert!(reason(&c).contains("`compress`"), "{}", c.body);
     // Over --max-body-bytes: 413.
     let big = format!("{event}\n").repeat(4096 / event.len() + 1);
     let c = post("/v1/events", &[], big.as_bytes());
@@ -627,9 +676,9 @@ fn bad_payloads_are_refused_and_publish_nothing() {
     let metrics = http_text(r.metrics.as_deref().unwrap());
     for line in [
         r#"toolcalls_receive_requests_total{route="hooks/claude-code",status="401"} 2"#,
-        r#"toolcalls_receive_requests_total{route="hooks/claude-code",status="400"} 2"#,
+        r#"toolcalls_receive_requests_total{route="hooks/claude-code",status="400"} 4"#,
         r#"toolcalls_receive_requests_total{route="traces",status="415"} 3"#,
-        r#"toolcalls_receive_requests_total{route="events",status="413"} 2"#,
+        r#"toolcalls_receive_requests_total{route="events",status="413"} 3"#,
         r#"toolcalls_receive_events_total{route="events"} 1"#,
     ] {
         assert!(metrics.contains(line), "{line} in\n{metrics}");

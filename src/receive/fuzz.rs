@@ -1,6 +1,7 @@
 //! The receiver's readers fed odd and mutated bodies, in process: Claude Code hook payloads, v1
 //! event lines, OTLP JSON, and OTLP protobuf export requests (generated with odd attributes,
-//! times and ids, then often their bytes mutated). None may panic, and every event a body gives
+//! times and ids, then often their bytes mutated), some of them gzip- or zlib-compressed (and
+//! then at times mutated) as a compressed request comes. None may panic, and every event a body gives
 //! must be one the processor takes: it decodes from its encoding as the same event, redacted or
 //! not (the receiver redacts, then publishes the encoding).
 //!
@@ -10,6 +11,7 @@
 #[path = "../../crates/model/tests/support/fuzz.rs"]
 mod support;
 
+use super::compression::Encoding as Compression;
 use super::traces::Encoding;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{
@@ -69,48 +71,87 @@ fn no_body_panics_the_receiver_and_every_event_it_gives_is_one_the_processor_tak
     support::run(
         "receive",
         &budget,
-        |rng, case| match route_of(case) {
-            Route::Hooks => {
-                let base = rng.pick(&hooks).clone();
-                support::mutate(rng, &base, &hooks, &odd)
-            }
-            Route::Events => {
-                let base = rng.pick(&v1).clone();
-                support::mutate(rng, &base, &v1, &odd)
-            }
-            Route::Traces(Encoding::Json) => {
-                let base = rng.pick(&otlp_json).clone();
-                support::mutate(rng, &base, &otlp_json, &odd)
-            }
-            Route::Traces(Encoding::Protobuf) => {
-                let bytes = export_request(rng, &odd).encode_to_vec();
-                if rng.chance(50) {
-                    mutate_bytes(rng, bytes)
-                } else {
-                    bytes
+        |rng, case| {
+            let body = match route_of(case) {
+                Route::Hooks => {
+                    let base = rng.pick(&hooks).clone();
+                    support::mutate(rng, &base, &hooks, &odd)
                 }
-            }
+                Route::Events => {
+                    let base = rng.pick(&v1).clone();
+                    support::mutate(rng, &base, &v1, &odd)
+                }
+                Route::Traces(Encoding::Json) => {
+                    let base = rng.pick(&otlp_json).clone();
+                    support::mutate(rng, &base, &otlp_json, &odd)
+                }
+                Route::Traces(Encoding::Protobuf) => {
+                    let bytes = export_request(rng, &odd).encode_to_vec();
+                    if rng.chance(50) {
+                        mutate_bytes(rng, bytes)
+                    } else {
+                        bytes
+                    }
+                }
+            };
+            compressed_at_times(rng, body)
         },
         |body| {
-            // The route is the case's, which `run` does not pass on: every reader takes the
-            // body, as a client may send any body to any route.
-            let at = Timestamp::from_millis(1_780_000_000_000);
-            let results = [
-                super::hooks::read(body, at),
-                super::events::read(body),
-                super::traces::read(Encoding::Json, body),
-                super::traces::read(Encoding::Protobuf, body),
-            ];
-            for events in results.into_iter().flatten() {
-                for event in events {
-                    taken_by_the_processor(&event);
-                    let mut redacted = event.clone();
-                    redaction.apply_event(&mut redacted);
-                    taken_by_the_processor(&redacted);
+            read_by_every_route(body, &redaction);
+            // As a compressed body: what it decompresses to (within the limit) is read too.
+            for encoding in [Compression::Gzip, Compression::Deflate] {
+                if let Ok(plain) = super::compression::inflate(encoding, body, INFLATE_LIMIT) {
+                    assert!(plain.len() <= INFLATE_LIMIT);
+                    read_by_every_route(&plain, &redaction);
                 }
             }
         },
     );
+}
+
+/// The `--max-body-bytes` the fuzzed bodies decompress within.
+const INFLATE_LIMIT: usize = 1 << 20;
+
+/// `body`, one time in five gzip- or zlib-compressed, and then one time in two its compressed
+/// bytes mutated.
+fn compressed_at_times(rng: &mut Rng, body: Vec<u8>) -> Vec<u8> {
+    use std::io::Write as _;
+    if !rng.chance(20) {
+        return body;
+    }
+    let compressed = if rng.chance(50) {
+        let mut w = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        w.write_all(&body).and_then(|()| w.finish())
+    } else {
+        let mut w = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        w.write_all(&body).and_then(|()| w.finish())
+    }
+    .expect("compressing into memory");
+    if rng.chance(50) {
+        mutate_bytes(rng, compressed)
+    } else {
+        compressed
+    }
+}
+
+/// The route is the case's, which `run` does not pass on: every reader takes the body, as a
+/// client may send any body to any route.
+fn read_by_every_route(body: &[u8], redaction: &Redaction) {
+    let at = Timestamp::from_millis(1_780_000_000_000);
+    let results = [
+        super::hooks::read(body, at),
+        super::events::read(body),
+        super::traces::read(Encoding::Json, body),
+        super::traces::read(Encoding::Protobuf, body),
+    ];
+    for events in results.into_iter().flatten() {
+        for event in events {
+            taken_by_the_processor(&event);
+            let mut redacted = event.clone();
+            redaction.apply_event(&mut redacted);
+            taken_by_the_processor(&redacted);
+        }
+    }
 }
 
 /// The event decodes from its encoding (what the receiver publishes) as itself.

@@ -12,9 +12,11 @@
 //! - [`opts`]: the options; [`server`]: the listeners and the graceful stop;
 //! - [`hooks`], [`traces`] (with [`otlp`], protobuf to OTLP JSON), [`events`]: one route each;
 //! - [`reply`]: the answers they share; [`deliver`]: the producer that waits for each request's
-//!   acknowledgements; [`auth`]: the token; [`metrics`]: the counters.
+//!   acknowledgements; [`auth`]: the token; [`compression`]: gzip and deflate bodies;
+//!   [`metrics`]: the counters.
 
 mod auth;
+mod compression;
 mod connections;
 mod deliver;
 mod events;

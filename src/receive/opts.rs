@@ -36,7 +36,8 @@ pub struct Opts {
         hide_env_values = true
     )]
     pub token: Option<Secret>,
-    /// Largest request body accepted; a larger one is answered 413 and nothing of it is published
+    /// Largest request body accepted, as sent and once decompressed (gzip, deflate); a larger one
+    /// is answered 413 and nothing of it is published
     #[arg(
         long,
         env = "TOOLCALLS_RECEIVE_MAX_BODY_BYTES",

@@ -17,9 +17,24 @@ pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
 }
 
 /// A request refused: its status and why (an error answer, built when needed).
+#[derive(Debug)]
 pub struct Refusal {
     status: StatusCode,
     message: String,
+}
+
+impl Refusal {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Refusal {
+        Refusal {
+            status,
+            message: message.into(),
+        }
+    }
+
+    #[cfg(test)]
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
 }
 
 impl IntoResponse for Refusal {
@@ -39,7 +54,7 @@ impl IntoResponse for Refusal {
 /// `--read-timeout` (and 400 when it cannot be read).
 pub fn body(s: &Shared, body: Result<Bytes, BytesRejection>) -> Result<Bytes, Refusal> {
     body.map_err(|rejection| match rejection.status() {
-        _ if timed_out(&rejection) => Refusal {
+        _ if caused_by::<BodyTimedOut>(&rejection) => Refusal {
             status: StatusCode::REQUEST_TIMEOUT,
             message: format!("{rejection}; nothing of it was published"),
         },
@@ -57,11 +72,14 @@ pub fn body(s: &Shared, body: Result<Bytes, BytesRejection>) -> Result<Bytes, Re
     })
 }
 
-/// Whether reading the body failed because it did not arrive in time.
-fn timed_out(rejection: &BytesRejection) -> bool {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(rejection);
+/// Whether `error`, or an error it came from, is a `T` (reading the body failed because it did
+/// not arrive in time, because it was too long).
+pub fn caused_by<T: std::error::Error + 'static>(
+    error: &(dyn std::error::Error + 'static),
+) -> bool {
+    let mut cause = Some(error);
     while let Some(e) = cause {
-        if e.is::<BodyTimedOut>() {
+        if e.is::<T>() {
             return true;
         }
         cause = e.source();

@@ -5,7 +5,7 @@
 use super::connections::{self, Bounds};
 use super::metrics;
 use super::state::Shared;
-use super::{auth, events, hooks, traces};
+use super::{auth, compression, events, hooks, traces};
 use axum::extract::DefaultBodyLimit;
 use axum::routing::post;
 use axum::Router;
@@ -14,13 +14,17 @@ use std::time::Duration;
 use toolcalls_processor::Secret;
 
 /// The receiving listener's routes, behind the token when there is one, every answer counted,
-/// every body read within `read_timeout`.
+/// every body read within `read_timeout` and decompressed when it comes compressed.
 pub fn router(s: Arc<Shared>, token: Option<Secret>, read_timeout: Duration) -> Router {
     let mut app = Router::new()
         .route("/v1/hooks/claude-code", post(hooks::claude_code))
         .route("/v1/traces", post(traces::traces))
         .route("/v1/events", post(events::events))
         .layer(DefaultBodyLimit::max(s.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            s.max_body_bytes,
+            compression::decompressed,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             read_timeout,
             connections::timed_body,
@@ -31,32 +35,12 @@ pub fn router(s: Arc<Shared>, token: Option<Secret>, read_timeout: Duration) -> 
             auth::authorize,
         ));
     }
-    app.layer(axum::middleware::from_fn(uncompressed))
-        .layer(axum::middleware::from_fn(traces::protobuf_refusals))
+    app.layer(axum::middleware::from_fn(traces::protobuf_refusals))
         .layer(axum::middleware::from_fn_with_state(
             s.metrics.clone(),
             metrics::count,
         ))
         .with_state(s)
-}
-
-/// 415 for a compressed body, on every route: none of them decompresses, and a body read as
-/// it came would be refused as what it is not (or, sent plain with the header, taken as plain).
-async fn uncompressed(
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    use axum::http::header::CONTENT_ENCODING;
-    if let Some(ce) = request.headers().get(CONTENT_ENCODING) {
-        let ce = ce.to_str().unwrap_or("?").trim();
-        if !ce.eq_ignore_ascii_case("identity") {
-            return super::reply::error(
-                axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                format!("Content-Encoding `{ce}` is not supported; send the body uncompressed (for an OTLP exporter, compression: none); nothing of it was published"),
-            );
-        }
-    }
-    next.run(request).await
 }
 
 /// Serves until SIGTERM or SIGINT, then stops as the module says.

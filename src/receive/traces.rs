@@ -1,8 +1,8 @@
 //! `POST /v1/traces`: OTLP/HTTP trace exports, protobuf (`application/x-protobuf`) or JSON
 //! (`application/json`), read by the otel adapter: every GenAI `execute_tool` span is one call.
 //! Other spans are skipped. Answered with an `ExportTraceServiceResponse` in the request's
-//! encoding; any other content type is 415, compressed bodies too (set the exporter's
-//! compression to none). A refusal of a protobuf request is a protobuf `google.rpc.Status`, as
+//! encoding; any other content type is 415. A gzip or deflate body comes here decompressed
+//! ([`super::compression`]). A refusal of a protobuf request is a protobuf `google.rpc.Status`, as
 //! OTLP/HTTP asks, so that the exporter can log why ([`protobuf_refusals`]).
 
 use super::otlp;
