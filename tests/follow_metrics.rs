@@ -186,8 +186,19 @@ fn the_follower_serves_its_metrics() {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    let health = Command::new("curl")
+        .args(["-sS", "-f", "--max-time", "5"])
+        .arg(format!("http://{addr}/healthz"))
+        .output()
+        .expect("curl is installed");
     let _ = child.kill();
     let _ = child.wait();
+    assert_eq!(
+        String::from_utf8_lossy(&health.stdout),
+        "ok\n",
+        "{}",
+        String::from_utf8_lossy(&health.stderr)
+    );
     let sent = value(
         &text,
         "toolcalls_producer_events_sent_total{format=\"claude-code\"}",

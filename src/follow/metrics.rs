@@ -32,6 +32,13 @@ pub struct FollowMetrics {
     pub checkpoint_time: Gauge,
 }
 
+/// What bounds the clients of the metrics listener: a few scrapers, each sending its request
+/// within seconds.
+const SCRAPERS: toolcalls_processor::listener::Bounds = toolcalls_processor::listener::Bounds {
+    max_connections: 64,
+    read_timeout: std::time::Duration::from_secs(10),
+};
+
 impl FollowMetrics {
     pub fn new() -> Self {
         let registry = Registry::new();
@@ -131,11 +138,14 @@ impl FollowMetrics {
         out
     }
 
-    /// Serves `GET /metrics` on `addr` from a thread of its own; returns the bound address.
+    /// Serves `GET /metrics` and `GET /healthz` on `addr` from a thread of its own; returns the
+    /// bound address.
     pub fn serve(&self, addr: SocketAddr) -> anyhow::Result<SocketAddr> {
         use anyhow::Context;
+        // Time: the listener's read timeouts.
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
+            .enable_time()
             .build()
             .context("starting the metrics listener")?;
         let listener = runtime
@@ -143,23 +153,31 @@ impl FollowMetrics {
             .with_context(|| format!("cannot listen on --metrics-addr {addr}"))?;
         let bound = listener.local_addr()?;
         let me = self.clone();
-        let app = axum::Router::new().route(
-            "/metrics",
-            axum::routing::get(move || {
-                let body = me.render();
-                async move {
-                    (
-                        [(
-                            axum::http::header::CONTENT_TYPE,
-                            "text/plain; version=0.0.4",
-                        )],
-                        body,
-                    )
-                }
-            }),
-        );
+        let app = axum::Router::new()
+            .route(
+                "/metrics",
+                axum::routing::get(move || {
+                    let body = me.render();
+                    async move {
+                        (
+                            [(
+                                axum::http::header::CONTENT_TYPE,
+                                "text/plain; version=0.0.4",
+                            )],
+                            body,
+                        )
+                    }
+                }),
+            )
+            // The follower answers: its loop runs on another thread, and stops the process
+            // when it fails.
+            .route("/healthz", axum::routing::get(|| async { "ok\n" }));
         std::thread::spawn(move || {
-            let _ = runtime.block_on(async { axum::serve(listener, app).await });
+            // Stopped with the process.
+            let (_keep, never) = tokio::sync::watch::channel(false);
+            runtime.block_on(toolcalls_processor::listener::serve(
+                listener, app, SCRAPERS, never,
+            ));
         });
         Ok(bound)
     }

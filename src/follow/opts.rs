@@ -31,8 +31,8 @@ pub struct Opts {
     #[arg(long, env = "TOOLCALLS_FOLLOW_ONCE")]
     pub once: bool,
     /// Serve the follower's metrics (`GET /metrics`: events read, sent, left out and redacted
-    /// per format, bytes behind per file, send errors, last checkpoint time) on this address;
-    /// off unless set
+    /// per format, bytes behind per file, send errors, last checkpoint time) and `GET /healthz`
+    /// on this address; off unless set
     #[arg(long, env = "TOOLCALLS_FOLLOW_METRICS_ADDR", value_name = "ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
 }

@@ -7,7 +7,6 @@
 //! gigabytes costs the limit and is answered 413. The receiver runs this behind the token: an
 //! anonymous client makes it decompress nothing.
 
-use super::connections::BodyTimedOut;
 use super::reply::{self, Refusal};
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
@@ -15,6 +14,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::io::Read;
+use toolcalls_processor::listener::BodyTimedOut;
 
 /// The encodings the receiver reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,7 +17,6 @@
 
 mod auth;
 mod compression;
-mod connections;
 mod deliver;
 mod events;
 #[cfg(test)]
@@ -72,7 +71,7 @@ pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
     // Requests in flight wait at most the delivery timeout for their acknowledgements; a few
     // seconds more for a slow client to send the rest of its body.
     let grace = delivery_timeout + Duration::from_secs(5);
-    let bounds = connections::Bounds {
+    let bounds = toolcalls_processor::listener::Bounds {
         max_connections: o.max_connections,
         read_timeout: o.read_timeout.0,
     };

@@ -1,7 +1,6 @@
 //! Answers every route shares: errors as `{"error": "…"}` with a status, the body read within
 //! the size limit, and a request's events delivered before it is answered.
 
-use super::connections::BodyTimedOut;
 use super::deliver::Undelivered;
 use super::state::Shared;
 use axum::body::Bytes;
@@ -10,6 +9,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use toolcalls_model::Event;
+use toolcalls_processor::listener::BodyTimedOut;
 
 pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
     let message: String = message.into();

@@ -2,7 +2,6 @@
 //! connections, lets the requests in flight finish (each waits at most the delivery timeout for
 //! its acknowledgements), flushes the producer and exits 0.
 
-use super::connections::{self, Bounds};
 use super::metrics;
 use super::state::Shared;
 use super::{auth, compression, events, hooks, traces};
@@ -11,6 +10,7 @@ use axum::routing::post;
 use axum::Router;
 use std::sync::Arc;
 use std::time::Duration;
+use toolcalls_processor::listener::{self, Bounds};
 use toolcalls_processor::Secret;
 
 /// The receiving listener's routes, behind the token when there is one, every answer counted,
@@ -27,7 +27,7 @@ pub fn router(s: Arc<Shared>, token: Option<Secret>, read_timeout: Duration) -> 
         ))
         .layer(axum::middleware::from_fn_with_state(
             read_timeout,
-            connections::timed_body,
+            listener::timed_body,
         ));
     if let Some(token) = token {
         app = app.layer(axum::middleware::from_fn_with_state(
@@ -70,13 +70,13 @@ pub async fn serve(
         let app = metrics::router(s.metrics.clone());
         // Stopped with the process: a scrape in flight at the stop is not waited for.
         let (_, never) = tokio::sync::watch::channel(false);
-        tokio::spawn(connections::serve(l, app, bounds, never));
+        tokio::spawn(listener::serve(l, app, bounds, never));
     }
     listener.set_nonblocking(true)?;
     let listener = tokio::net::TcpListener::from_std(listener)?;
     tracing::info!("listening on {}", listener.local_addr()?);
     let app = router(s.clone(), token, bounds.read_timeout);
-    let server = connections::serve(listener, app, bounds, stop_rx.clone());
+    let server = listener::serve(listener, app, bounds, stop_rx.clone());
     let mut stopped = stop_rx;
     tokio::select! {
         () = server => {},

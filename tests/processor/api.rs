@@ -153,3 +153,50 @@ async fn redaction_keeps_secrets_out_of_records_queries_and_logs() {
     );
     assert!(pending.contains("\"redacted\""), "{pending}");
 }
+
+/// Both listeners close a connection that does not send its request within
+/// `--http-read-timeout-ms`, and serve at most `--http-max-connections` at once: a client that
+/// opens connections and sends nothing takes neither the process's descriptors nor the
+/// listener for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_and_slow_clients_are_cut_off_on_both_listeners() {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::time::Duration;
+    let mut s = settings("api-slow");
+    s.http_read_timeout_ms = 300;
+    s.http_max_connections = 1;
+    create_topics(&s, 1).await;
+    let running = toolcalls_processor::start(s.clone(), prometheus::Registry::new())
+        .await
+        .expect("start");
+    let listeners = [
+        running.http_addr,
+        running.api_addr.expect("the query API is on"),
+    ];
+    tokio::task::spawn_blocking(move || {
+        for addr in listeners {
+            // A request whose headers never end, then one that sends nothing: each connection is
+            // closed (a server that kept it open would fail the 20 s read).
+            for sent in [&b"GET /healthz HTTP/1.1\r\nHost: x\r\n"[..], b""] {
+                let mut c = TcpStream::connect(addr).unwrap();
+                c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                c.write_all(sent).unwrap();
+                let mut got = Vec::new();
+                match c.read_to_end(&mut got) {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+                    Err(e) => panic!("{addr} kept a slow connection open: {e}"),
+                }
+                assert!(!got.starts_with(b"HTTP/1.1 200"), "{addr}: {got:?}");
+            }
+            // Once they are gone, the one slot serves again.
+            wait_until("the listener to serve again", || {
+                curl(&format!("http://{addr}/healthz"), &[]).0 != 0
+            });
+        }
+    })
+    .await
+    .unwrap();
+    running.stop().await.expect("clean stop");
+}

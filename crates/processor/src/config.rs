@@ -203,6 +203,24 @@ pub struct Settings {
         hide_env_values = true
     )]
     pub api_token: Option<Secret>,
+    /// How long a client of the operations listener or the query API may take to send a
+    /// request's headers; a connection that sends nothing for that long is closed
+    #[arg(
+        long,
+        env = "TOOLCALLS_HTTP_READ_TIMEOUT_MS",
+        value_name = "MS",
+        default_value_t = 10_000
+    )]
+    pub http_read_timeout_ms: u64,
+    /// Connections the operations listener, and the query API, each serve at once; more wait to
+    /// be accepted until one ends
+    #[arg(
+        long,
+        env = "TOOLCALLS_HTTP_MAX_CONNECTIONS",
+        value_name = "N",
+        default_value_t = 256
+    )]
+    pub http_max_connections: usize,
     /// Log format; the level comes from RUST_LOG (default `info`)
     #[arg(long, env = "TOOLCALLS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -297,6 +315,11 @@ impl Settings {
         if self.max_inflight_messages == 0 || self.max_inflight_bytes == 0 {
             return bad(
                 "--max-inflight-messages and --max-inflight-bytes must be greater than 0".into(),
+            );
+        }
+        if self.http_read_timeout_ms == 0 || self.http_max_connections == 0 {
+            return bad(
+                "--http-read-timeout-ms and --http-max-connections must be greater than 0".into(),
             );
         }
         if let Some(token) = &self.api_token {

@@ -56,6 +56,7 @@ pub mod error;
 mod failpoint;
 mod http;
 mod input;
+pub mod listener;
 pub mod logging;
 pub mod metrics;
 pub mod output;

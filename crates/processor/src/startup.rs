@@ -12,6 +12,7 @@ use crate::http::{api_router, ops_router, HttpState};
 use crate::input::batch::BatchPool;
 use crate::input::consumer::{run_consumer_loop, ConsumerCmd, LoopConfig};
 use crate::input::group::{ConsumerCtx, GroupConsumer, GroupEvent};
+use crate::listener::Bounds;
 use crate::metrics::Metrics;
 use crate::output::Topics;
 use crate::ownership::Ownership;
@@ -376,46 +377,45 @@ async fn serve_http(
             settings.topics.announce.clone(),
         ),
     });
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(());
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let bounds = Bounds {
+        max_connections: settings.http_max_connections,
+        read_timeout: Duration::from_millis(settings.http_read_timeout_ms),
+    };
     let http_addr = serve(
         settings.http_addr,
         ops_router(http.clone()),
+        bounds,
         stop_rx.clone(),
     )
     .await?;
     let api_addr = match settings.api_addr {
         Some(addr) => {
             let token = settings.api_token.clone();
-            Some(serve(addr, api_router(http.clone(), token), stop_rx).await?)
+            Some(serve(addr, api_router(http.clone(), token), bounds, stop_rx).await?)
         }
         None => None,
     };
     let (stop, stopped) = oneshot::channel::<()>();
     tokio::spawn(async move {
         let _ = stopped.await;
-        drop(stop_tx);
+        let _ = stop_tx.send(true);
     });
     Ok((http, http_addr, api_addr, stop))
 }
 
-/// Serves `app` on `addr` until `stop` closes; the address it got.
+/// Serves `app` on `addr`, within `bounds`, until `stop` turns true; the address it got.
 async fn serve(
     addr: SocketAddr,
     app: axum::Router,
-    mut stop: tokio::sync::watch::Receiver<()>,
+    bounds: Bounds,
+    stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<SocketAddr, Error> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(Error::Http)?;
     let bound = listener.local_addr().map_err(Error::Http)?;
-    tokio::spawn(async move {
-        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
-            let _ = stop.changed().await;
-        });
-        if let Err(e) = serve.await {
-            tracing::error!(error = %e, addr = %bound, "http server failed");
-        }
-    });
+    tokio::spawn(crate::listener::serve(listener, app, bounds, stop));
     Ok(bound)
 }
 

@@ -1,8 +1,9 @@
-//! The connections of a listener, served with bounds a client cannot stretch: at most
-//! `--max-connections` at once (the listener stops accepting until one ends, so a flood of
-//! idle connections waits in the kernel's queue instead of taking the process's descriptors),
-//! and `--read-timeout` to send a request's headers — which also closes a connection that
-//! has sent nothing for that long — and its body ([`timed_body`]).
+//! The connections of an HTTP listener (the processor's operations listener and query API,
+//! `receive`, the follower's metrics), served with bounds a client cannot stretch: at most
+//! `max_connections` at once (the listener stops accepting until one ends, so a flood of idle
+//! connections waits in the kernel's queue instead of taking the process's descriptors), and
+//! `read_timeout` to send a request's headers — which also closes a connection that has sent
+//! nothing for that long — and, for routes that read one, its body ([`timed_body`]).
 
 use axum::body::Body;
 use axum::extract::{Request, State};
