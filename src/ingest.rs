@@ -242,8 +242,13 @@ pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
 fn publisher(args: &Args, file: &ConfigFile) -> anyhow::Result<toolcalls_producer::Publisher> {
     let brokers = &args.publish.brokers;
     // Brokers out of reach are said at once and every 10 s, quiet or not.
-    let watch = toolcalls_producer::BrokerWatch::new(brokers, |notice| {
-        say!("toolcalls ingest: {notice}");
+    let following = args.follow.follow;
+    let watch = toolcalls_producer::BrokerWatch::new(brokers, move |notice| {
+        if following {
+            tracing::warn!("{notice}");
+        } else {
+            say!("toolcalls ingest: {notice}");
+        }
     });
     let publisher = toolcalls_producer::Publisher::with_watch(
         args.publish.settings(file, args.opts.delivery_timeout.0),
@@ -256,6 +261,11 @@ fn publisher(args: &Args, file: &ConfigFile) -> anyhow::Result<toolcalls_produce
 /// `--follow`: tails the files until stopped (`crate::follow`).
 fn follow(args: Args, file: &ConfigFile, redaction: Redaction) -> anyhow::Result<ExitCode> {
     let o = &args.opts;
+    // Before the brokers are first asked: what the follower says goes to its log from the start.
+    toolcalls_processor::logging::init_at(
+        args.follow.log_format,
+        if o.quiet { "warn" } else { "info" },
+    );
     if args.follow.poll_interval.0.is_zero() {
         bail!("--poll-interval must be greater than 0 (it is how long the follower rests between looks)");
     }
@@ -277,7 +287,6 @@ fn follow(args: Args, file: &ConfigFile, redaction: Redaction) -> anyhow::Result
         },
         redaction,
         strict: o.strict,
-        quiet: o.quiet,
         checkpoint_dir: args.follow.checkpoint_dir.clone(),
         poll_interval: args.follow.poll_interval.0,
         once: args.follow.once,

@@ -99,10 +99,73 @@ fn a_broken_document_is_said_not_waited_on_in_silence() {
     assert!(followed.status.success());
     assert!(events(&out).is_empty());
     let said = String::from_utf8_lossy(&followed.stderr);
+    let line = said
+        .lines()
+        .find(|l| l.contains("not one complete JSON document yet"))
+        .unwrap_or_else(|| panic!("not said:\n{said}"));
     assert!(
-        said.contains("spans.json is not one complete JSON document (otel) yet"),
-        "{said}"
+        line.contains("spans.json") && line.contains("otel"),
+        "{line}"
     );
+}
+
+/// What a follower says goes to its log, one structured line each — as JSON lines with
+/// `--log-format json`, for a log collector: a bad line, a file whose format cannot be told, the
+/// missing checkpoint directory.
+#[test]
+fn a_follower_logs_everything_it_says_in_its_log_format() {
+    let d = dir("follow-log-format");
+    let sessions = d.join("sessions");
+    std::fs::create_dir(&sessions).unwrap();
+    let mut transcript = sample("claude-subagent-agent-a3f9c1e.jsonl");
+    transcript.extend_from_slice(b"{not json\n");
+    std::fs::write(sessions.join("a.jsonl"), transcript).unwrap();
+    std::fs::write(sessions.join("b.jsonl"), b"{\"what\": \"is this\"}\n").unwrap();
+    let out = d.join("out.jsonl");
+    let run = |format: &str| {
+        let _ = std::fs::remove_file(&out);
+        let o = toolcalls()
+            .args(["ingest", "--follow", "--once", "--log-format", format])
+            .arg("--out")
+            .arg(&out)
+            .arg(&sessions)
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(!events(&out).is_empty());
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let said = run("json");
+    let lines: Vec<serde_json::Value> = said
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let warned = |what: &str| {
+        lines
+            .iter()
+            .any(|l| l["level"] == "WARN" && l["message"].as_str().unwrap_or("").contains(what))
+    };
+    for what in [
+        "no --checkpoint-dir",
+        "a.jsonl:",
+        "cannot tell the format of the file yet",
+    ] {
+        assert!(warned(what), "no warning with `{what}`:\n{said}");
+    }
+    assert!(lines
+        .iter()
+        .any(|l| l["file"].as_str().is_some_and(|f| f.ends_with("b.jsonl"))));
+    // As text: the same, each line a log line with its level.
+    let said = run("text");
+    for line in said.lines() {
+        assert!(
+            [" INFO ", " WARN "]
+                .iter()
+                .any(|level| line.contains(level)),
+            "not a log line: {line}"
+        );
+    }
 }
 
 /// A follower whose stderr is closed (the pipe to a log collector went away) goes on following:

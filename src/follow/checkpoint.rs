@@ -7,7 +7,6 @@
 //! acknowledged every event they count, the digests first: a crash between the two leaves digests
 //! of events delivered, which is what they say.
 
-use crate::say::say;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -179,14 +178,15 @@ impl Store {
                     self.save_all(&cp)?;
                     out.push(cp);
                 }
-                Ok(cp) => say!(
-                    "toolcalls ingest: checkpoint {} has version {}, not {VERSION}; ignored (its file is read again from its start, and what its digest log names is not sent again)",
-                    path.display(),
-                    cp.version
+                Ok(cp) => tracing::warn!(
+                    checkpoint = %path.display(),
+                    version = cp.version,
+                    "checkpoint of another version than {VERSION}; ignored (its file is read again from its start, and what its digest log names is not sent again)"
                 ),
-                Err(e) => say!(
-                    "toolcalls ingest: cannot read checkpoint {} ({e}); ignored (its file is read again from its start, and what its digest log names is not sent again)",
-                    path.display()
+                Err(e) => tracing::warn!(
+                    checkpoint = %path.display(),
+                    error = %e,
+                    "cannot read checkpoint; ignored (its file is read again from its start, and what its digest log names is not sent again)"
                 ),
             }
         }

@@ -36,7 +36,6 @@ mod scan;
 pub use opts::Opts;
 pub use outlet::Outlet;
 
-use crate::say::say;
 use checkpoint::{Checkpoint, Delivered, Store};
 use identity::Stat;
 use metrics::FollowMetrics;
@@ -61,7 +60,6 @@ pub struct Settings {
     /// Applied to every event before it is sent, and to the messages that quote a line.
     pub redaction: Redaction,
     pub strict: bool,
-    pub quiet: bool,
     pub checkpoint_dir: Option<PathBuf>,
     pub poll_interval: Duration,
     /// Look once, deliver what is new, and return.
@@ -73,14 +71,13 @@ pub struct Settings {
 /// Follows until SIGINT or SIGTERM (then it finishes the file at hand and exits 0), or until an
 /// event cannot be delivered (an error: the checkpoints keep what was, a restart goes on).
 pub fn run(settings: Settings, outlet: Outlet) -> anyhow::Result<()> {
-    init_logging(settings.quiet);
     if settings.paths.iter().any(|p| p.as_os_str() == "-") {
         anyhow::bail!("--follow reads files, not standard input (`-`)");
     }
     let store = match &settings.checkpoint_dir {
         Some(dir) => Some(Store::open(dir)?),
         None => {
-            say!("toolcalls ingest: no --checkpoint-dir: a restart will send every file again (the processor drops the repeats)");
+            tracing::warn!("no --checkpoint-dir: a restart will send every file again (the processor drops the repeats)");
             None
         }
     };
@@ -320,17 +317,16 @@ impl Follower {
         for (path, e) in now {
             let why = e.to_string();
             if self.unreadable.get(&path) != Some(&why) {
-                tracing::warn!(path = %path.display(), error = %why, "cannot read a followed path");
-                say!(
-                    "toolcalls ingest: cannot read {} ({why}); what is in it is not followed until it can be read, trying again at every poll",
-                    path.display()
+                tracing::warn!(
+                    path = %path.display(),
+                    error = %why,
+                    "cannot read a followed path; what is in it is not followed until it can be read, trying again at every poll"
                 );
             }
             still.insert(path, why);
         }
         for path in self.unreadable.keys().filter(|p| !still.contains_key(*p)) {
             tracing::info!(path = %path.display(), "a followed path can be read again");
-            say!("toolcalls ingest: {} can be read again", path.display());
         }
         self.unreadable = still;
     }
@@ -447,7 +443,7 @@ impl Follower {
                 // are put right is read without waiting for it to change.
                 Err(e) => {
                     if t.said.insert(format!("read {e}")) {
-                        say!("toolcalls ingest: cannot read {name} ({e}); trying again at every poll");
+                        tracing::warn!(file = %name, error = %e, "cannot read a followed file; trying again at every poll");
                     }
                     t.unreadable = true;
                     return Ok(());
@@ -463,7 +459,7 @@ impl Follower {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(e) => {
                 if t.said.insert(format!("read {e}")) {
-                    say!("toolcalls ingest: cannot read {name} ({e}); trying again at every poll");
+                    tracing::warn!(file = %name, error = %e, "cannot read a followed file; trying again at every poll");
                 }
                 t.unreadable = true;
                 return Ok(());
@@ -474,7 +470,7 @@ impl Follower {
         t.read_at = Some(began);
         if let Some(said) = crate::encoding::foreign(&name, &bytes) {
             if t.said.insert("encoding".into()) {
-                say!("toolcalls ingest: {said}; skipped until it is");
+                tracing::warn!("{said}; skipped until it is");
             }
             return Ok(());
         }
@@ -485,7 +481,7 @@ impl Follower {
             .or_else(|| Format::detect(&name, &bytes[..bytes.len().min(1 << 16)]))
         else {
             if !bytes.is_empty() && t.said.insert("format".into()) {
-                say!("toolcalls ingest: cannot tell the format of {name} yet; skipped until it can be told (or name it with --format, see docs/ADAPTERS.md)");
+                tracing::warn!(file = %name, "cannot tell the format of the file yet; skipped until it can be told (or name it with --format, see docs/ADAPTERS.md)");
             }
             return Ok(());
         };
@@ -495,7 +491,7 @@ impl Follower {
             // Said once: a document caught half-written is read at its next change, but one
             // that stays broken would otherwise be waited for in silence.
             if complete::is_document(format, &bytes) && t.said.insert("incomplete".into()) {
-                say!("toolcalls ingest: {name} is not one complete JSON document ({}) yet; it is read once it is", format.name());
+                tracing::warn!(file = %name, format = format.name(), "not one complete JSON document yet; it is read once it is");
             }
             return Ok(());
         };
@@ -682,7 +678,7 @@ fn send(
                 .inc();
             let said = crate::left_out::said(name, event, &e);
             if t.said.insert(said.clone()) {
-                say!("toolcalls ingest: {said}");
+                tracing::warn!("{said}");
             }
             if strict {
                 anyhow::bail!("{said}; stopping because of --strict");
@@ -758,7 +754,7 @@ fn vet(
         let said = s.redaction.in_text(&e.to_string()).into_owned();
         if t.said.insert(said.clone()) {
             metrics.bad_lines.with_label_values(&[format]).inc();
-            say!("{said}");
+            tracing::warn!("{said}");
             if s.strict {
                 anyhow::bail!("{said}; stopping because of --strict");
             }
@@ -795,7 +791,7 @@ fn confirm(
             .inc();
         let said = crate::left_out::said_of_refused(name, r);
         if t.said.insert(said.clone()) {
-            say!("toolcalls ingest: {said}");
+            tracing::warn!("{said}");
         }
         if strict {
             anyhow::bail!("{said}; stopping because of --strict");
@@ -809,20 +805,6 @@ fn confirm(
         t.cp.delivered.add(*d);
     }
     Ok(())
-}
-
-/// Logs through tracing on stderr, filtered by `RUST_LOG` (default `info`, `warn` with `-q`).
-fn init_logging(quiet: bool) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(if quiet { "warn" } else { "info" }));
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(filter)
-        .with_ansi(toolcalls_processor::logging::colours())
-        // A stderr that went away loses the lines, not the follower (see `crate::say`).
-        .log_internal_errors(false)
-        .try_init();
 }
 
 /// A flag raised at the first SIGINT or SIGTERM.
@@ -869,7 +851,6 @@ mod tests {
                 options: Options::default(),
                 redaction: Redaction::default(),
                 strict: false,
-                quiet: true,
                 checkpoint_dir: Some(dir.to_owned()),
                 poll_interval: Duration::from_millis(10),
                 once: false,

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::time::Duration;
+use toolcalls_processor::LogFormat;
 use toolcalls_settings::Dur;
 
 /// `[follow]` in the config file.
@@ -35,4 +36,7 @@ pub struct Opts {
     /// on this address; off unless set
     #[arg(long, env = "TOOLCALLS_FOLLOW_METRICS_ADDR", value_name = "ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Log format of `--follow`; the level comes from RUST_LOG (default `info`, `warn` with -q)
+    #[arg(long, env = "TOOLCALLS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
 }

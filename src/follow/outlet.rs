@@ -3,7 +3,6 @@
 //! and flushed — to a file, once on disk (the checkpoint that counts them is, so they must be
 //! first: else a power loss would leave the checkpoint counting events the file lost).
 
-use crate::say::say;
 use anyhow::Context;
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -36,9 +35,10 @@ impl Outlet {
         let cut = cut_to_last_line(&file)
             .with_context(|| format!("cannot read the end of {}", path.display()))?;
         if cut > 0 {
-            say!(
-                "toolcalls ingest: {} ended in part of a line ({cut} bytes, left by a run stopped while writing it); cut back to its last whole line, and its event is sent again",
-                path.display()
+            tracing::warn!(
+                out = %path.display(),
+                bytes = cut,
+                "--out ended in part of a line (left by a run stopped while writing it); cut back to its last whole line, and its event is sent again"
             );
         }
         Ok(Outlet::File(BufWriter::new(file)))

@@ -42,7 +42,7 @@ pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
     let o = &args.opts;
     o.check()?;
     let redaction = args.redact.resolve().map_err(anyhow::Error::msg)?;
-    init_logging();
+    toolcalls_processor::logging::init(o.log_format);
     let listener = std::net::TcpListener::bind(o.listen).with_context(|| {
         format!(
             "cannot listen on {}; is another receiver running there? (--listen)",
@@ -83,16 +83,4 @@ pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
         grace,
     ))?;
     Ok(ExitCode::SUCCESS)
-}
-
-fn init_logging() {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(filter)
-        .with_ansi(toolcalls_processor::logging::colours())
-        // A stderr that went away loses the log lines, not the receiver.
-        .log_internal_errors(false)
-        .try_init();
 }

@@ -5,7 +5,7 @@ use crate::publish_args::Publish;
 use std::net::SocketAddr;
 use std::time::Duration;
 use toolcalls_processor::redact_settings::RedactArgs;
-use toolcalls_processor::Secret;
+use toolcalls_processor::{LogFormat, Secret};
 use toolcalls_settings::Dur;
 
 #[derive(Debug, clap::Args)]
@@ -75,6 +75,9 @@ pub struct Opts {
     /// never payloads); off unless set
     #[arg(long, env = "TOOLCALLS_RECEIVE_METRICS_ADDR", value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
+    /// Log format; the level comes from RUST_LOG (default `info`)
+    #[arg(long, env = "TOOLCALLS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
 }
 
 impl Opts {

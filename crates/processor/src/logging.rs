@@ -26,10 +26,20 @@ pub fn colours() -> bool {
     std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
-/// Installs the global subscriber; a second call is a no-op.
+/// Installs the global subscriber, at `info` unless `RUST_LOG` says otherwise; a second call is
+/// a no-op.
 pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    init_at(format, "info");
+}
+
+/// [`init`] with another level (or filter directive) when `RUST_LOG` is not set.
+pub fn init_at(format: LogFormat, default: &str) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        // A stderr that went away (a log collector's pipe closed) loses the lines, not the
+        // process.
+        .log_internal_errors(false);
     let fmt = match format {
         LogFormat::Text => fmt.with_ansi(colours()).boxed(),
         LogFormat::Json => fmt.json().flatten_event(true).boxed(),
