@@ -249,9 +249,11 @@ fn the_dashboard_is_well_formed_and_uses_the_provisioned_data_source() {
                 expr.contains(r#"job="toolcalls""#) && expr.contains(r#"instance=~"$instance""#);
             let followers = expr.contains(r#"job="toolcalls-producer""#)
                 && expr.contains(r#"instance=~"$follower""#);
+            let receivers = expr.contains(r#"job="toolcalls-receiver""#)
+                && expr.contains(r#"instance=~"$receiver""#);
             assert!(
-                processors || followers,
-                "{}: `{expr}` selects neither the processors' job and the instance variable nor the followers' job and the follower variable",
+                processors || followers || receivers,
+                "{}: `{expr}` selects no job with its variable (the processors' and the instance, the followers' and the follower, the receivers' and the receiver)",
                 p["title"]
             );
         }
@@ -277,12 +279,47 @@ fn the_dashboard_is_well_formed_and_uses_the_provisioned_data_source() {
         "toolcalls_producer_events_left_out_total",
         "toolcalls_producer_file_bytes_behind",
         "toolcalls_producer_unreadable_paths",
+        "toolcalls_receive_requests_total",
+        "toolcalls_receive_events_total",
     ] {
         assert!(
             text.contains(metric),
             "the dashboard does not show {metric}"
         );
     }
+}
+
+/// `docker-compose config` reads the compose file as Docker Compose will (interpolation, the
+/// schema of every service): no Docker engine needed.
+#[test]
+fn the_compose_file_passes_docker_compose_config() {
+    if !on_path("docker-compose") {
+        println!("skipped: docker-compose not installed (scripts/install-test-deps.sh installs Debian's)");
+        return;
+    }
+    let out = run(Command::new("docker-compose").current_dir(root()).args([
+        "-f",
+        "docker-compose.yml",
+        "config",
+        "-q",
+    ]));
+    assert!(
+        out.status.success(),
+        "docker-compose config: {}",
+        show(&out)
+    );
+    // The receiver's script keeps its command substitution for the container's shell (Compose
+    // shows a literal `$` as `$$`, as it must be written).
+    let config = run(Command::new("docker-compose").current_dir(root()).args([
+        "-f",
+        "docker-compose.yml",
+        "config",
+    ]));
+    let text = String::from_utf8_lossy(&config.stdout);
+    assert!(
+        text.contains(r#"TOOLCALLS_RECEIVE_TOKEN="$$(cat /token/receive)""#),
+        "{text}"
+    );
 }
 
 #[test]
@@ -395,6 +432,55 @@ fn compose_prometheus_and_grafana_fit_together() {
     assert_eq!(
         follower_targets, expected,
         "Prometheus scrapes exactly the followers as toolcalls-producer"
+    );
+    // The receiver, behind its token, serves its metrics, scraped as the receivers' job (the
+    // receiver alerts select it); the demo hooks post to it with the token it made.
+    let receiver = &services["receiver"];
+    let script = receiver["command"][0]
+        .as_str()
+        .expect("the receiver's script");
+    assert!(
+        script.contains("TOOLCALLS_RECEIVE_TOKEN=") && script.contains("exec toolcalls receive"),
+        "{script}"
+    );
+    let metrics_port = script
+        .split_whitespace()
+        .skip_while(|a| *a != "--metrics-addr")
+        .nth(1)
+        .and_then(|a| a.rsplit_once(':'))
+        .map(|(_, port)| port)
+        .expect("the receiver serves its metrics (--metrics-addr)");
+    let receiver_targets: Vec<&str> = prom["scrape_configs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["job_name"] == "toolcalls-receiver")
+        .flat_map(|c| c["static_configs"].as_array().unwrap())
+        .flat_map(|c| c["targets"].as_array().unwrap())
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(receiver_targets, [format!("receiver:{metrics_port}")]);
+    let hooks = &services["hooks"]["command"];
+    assert_eq!(hooks[0], "/demo/hooks.sh");
+    assert!(root().join("deploy/demo/hooks.sh").is_file());
+    let token_volume = |service: &str| {
+        services[service]["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|v| v.ends_with(":/token") || v.ends_with(":/token:ro"))
+            .map(|v| v.split(':').next().unwrap().to_owned())
+    };
+    assert!(
+        token_volume("receiver").is_some(),
+        "the receiver keeps its token"
+    );
+    assert_eq!(token_volume("hooks"), token_volume("receiver"));
+    assert!(
+        hooks[2].as_str().unwrap().starts_with("/token/")
+            && script.contains(hooks[2].as_str().unwrap()),
+        "the hooks read the token the receiver made: {hooks}"
     );
     assert_eq!(
         prom["rule_files"],
@@ -934,7 +1020,8 @@ fn the_default_redaction_rules_catch_credentials_and_leave_real_traffic_alone() 
     let services = compose
         .matches("./deploy/redact.toml:/etc/toolcalls/redact.toml:ro")
         .count();
-    let commands = compose.matches("[\"toolcalls\", ").count();
+    let commands =
+        compose.matches("[\"toolcalls\", ").count() + compose.matches("exec toolcalls ").count();
     assert_eq!(
         services, commands,
         "every toolcalls service of the compose stack mounts the rules"
@@ -943,8 +1030,8 @@ fn the_default_redaction_rules_catch_credentials_and_leave_real_traffic_alone() 
         compose
             .matches("TOOLCALLS_CONFIG: /etc/toolcalls/redact.toml")
             .count(),
-        3,
-        "the shared environment and each follower's name the rules"
+        4,
+        "the shared environment, each follower's and the receiver's name the rules"
     );
 
     // A sample of each format, made here rather than written out whole: the repository holds no

@@ -413,6 +413,9 @@ fn hooks_spans_and_events_give_the_records_of_ingest() {
         r#"toolcalls_receive_requests_total{route="traces",status="200"} 2"#,
         r#"toolcalls_receive_events_total{route="traces"} 12"#,
         r#"toolcalls_receive_events_total{route="events"} 12"#,
+        // The series the alerts watch are there before their first count.
+        r#"toolcalls_receive_requests_total{route="hooks/claude-code",status="503"} 0"#,
+        r#"toolcalls_receive_requests_total{route="traces",status="401"} 0"#,
     ] {
         assert!(metrics.contains(line), "{line} in\n{metrics}");
     }
@@ -1002,4 +1005,44 @@ fn a_listener_beyond_loopback_needs_a_token() {
             && stderr.contains("set --token"),
         "{stderr}"
     );
+}
+
+/// The compose stack's stand-in for Claude Code's hooks (deploy/demo/hooks.sh) posts through a
+/// receiver behind a token with a real `curl`, each round a session of its own: every payload is
+/// accepted, and the topics hold each round's events, as `ingest` reads the hook log.
+#[test]
+fn the_demo_hooks_post_every_payload_through_the_receiver() {
+    let s = topics("recv-demo-hooks");
+    let token = "demo-hooks-token-0123456789";
+    let dir = Scratch::new("demo-hooks");
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, token).unwrap();
+    let r = Receiver::start(&s, &["--token", token]);
+    let posted = Command::new(workspace_root().join("deploy/demo/hooks.sh"))
+        .arg(format!("{}/v1/hooks/claude-code", r.url))
+        .arg(&token_file)
+        .args(["2", "0"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&posted.stderr);
+    assert!(posted.status.success(), "{said}");
+    assert!(said.is_empty(), "every payload accepted: {said}");
+    r.stop();
+
+    let per_round = {
+        let once = topics("recv-demo-hooks-ingest");
+        ingest(
+            &once,
+            "claude-code-hooks",
+            &[&workspace_root().join("deploy/demo/claude-code-hooks.jsonl")],
+        );
+        sent(&once)
+    };
+    assert!(per_round > 10, "{per_round} events a round");
+    assert_eq!(sent(&s), 2 * per_round);
+    let sessions: std::collections::BTreeSet<String> = read_to_end(&s.topics.announce)
+        .iter()
+        .map(|m| m.key_str().to_owned())
+        .collect();
+    assert_eq!(sessions.len(), 2, "a session a round: {sessions:?}");
 }

@@ -9,6 +9,13 @@ use axum::Router;
 use prometheus::{Encoder, IntCounterVec, Opts, Registry, TextEncoder};
 use std::sync::Arc;
 
+/// The route labels of the receiving listener.
+const ROUTES: [&str; 3] = ["hooks/claude-code", "traces", "events"];
+
+/// The answers deploy/alerts.yml watches: payloads refused (400, 408, 413, 415), clients without
+/// the token (401), deliveries that failed (503).
+const ALERTED_STATUSES: [&str; 6] = ["400", "401", "408", "413", "415", "503"];
+
 pub struct Metrics {
     registry: Registry,
     requests: IntCounterVec,
@@ -47,6 +54,15 @@ impl Metrics {
             registry
                 .register(Box::new(m.clone()))
                 .expect("registered once");
+        }
+        // The series the alerts watch exist from the start, at 0, so that `increase()` sees the
+        // first refusal (a series born at 1 shows no increase).
+        for route in ROUTES {
+            for status in ALERTED_STATUSES {
+                requests.with_label_values(&[route, status]);
+            }
+            events.with_label_values(&[route]);
+            redacted.with_label_values(&[route]);
         }
         Metrics {
             registry,

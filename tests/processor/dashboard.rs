@@ -2,8 +2,9 @@
 //! of the alert rules (deploy/alerts.yml) returns data from a real Prometheus (Debian's
 //! `prometheus`) that scraped a real run: two processor instances of one group, traffic that
 //! completes calls, leaves calls pending and dead-letters a message, a rebalance whose new
-//! owner restores pending calls from the changelog, and a live follower (`ingest --follow`) that
-//! delivers a file and leaves out an event too large for a Kafka message.
+//! owner restores pending calls from the changelog, a live follower (`ingest --follow`) that
+//! delivers a file and leaves out an event too large for a Kafka message, and a receiver
+//! (`receive`) that publishes a hook posted with `curl`.
 
 use crate::harness::*;
 use crate::scratch::Scratch;
@@ -22,6 +23,8 @@ fn substitute(expr: &str) -> String {
         .replace("$instance", ".+")
         .replace("${follower}", ".+")
         .replace("$follower", ".+")
+        .replace("${receiver}", ".+")
+        .replace("$receiver", ".+")
 }
 
 /// The expressions of the dashboard: every panel target, and the instance variable's query.
@@ -323,7 +326,7 @@ fn produce_pending(s: &toolcalls_processor::Settings, partitions: i32) {
     p.flush(Duration::from_secs(30)).expect("flush");
 }
 
-/// A running `toolcalls ingest --follow`, stopped when dropped.
+/// A running `toolcalls ingest --follow` or `toolcalls receive`, stopped when dropped.
 struct Follower(std::process::Child);
 
 impl Drop for Follower {
@@ -359,6 +362,27 @@ fn follow_hooks(s: &toolcalls_processor::Settings, dir: &std::path::Path, addr: 
     Follower(child)
 }
 
+/// Starts a receiver publishing to the input topics of `s`, listening on `listen`, its metrics
+/// on `metrics` (its log in `dir`).
+fn receive(
+    s: &toolcalls_processor::Settings,
+    dir: &std::path::Path,
+    (listen, metrics): (&str, &str),
+) -> Follower {
+    let log = std::fs::File::create(dir.join("receiver.log")).unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+        .env_clear()
+        .args(["receive", "--listen", listen, "--metrics-addr", metrics])
+        .args(["--brokers", &s.brokers])
+        .args(["--announce-topic", &s.topics.announce])
+        .args(["--completion-topic", &s.topics.completion])
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("starting the receiver");
+    Follower(child)
+}
+
 /// Reads the records topic until it holds `n` distinct record ids.
 async fn wait_records(topic: &str, n: usize) {
     let topic = topic.to_owned();
@@ -386,9 +410,14 @@ async fn every_dashboard_and_alert_expression_returns_data() {
     };
     let (sa, sb) = (instance("i0"), instance("i1"));
     let follower_addr = format!("127.0.0.1:{}", free_port());
+    let receiver_addrs = (
+        format!("127.0.0.1:{}", free_port()),
+        format!("127.0.0.1:{}", free_port()),
+    );
 
-    // Prometheus scrapes both instances (the second is down until it starts) and the follower
-    // (down until it starts) every second, and evaluates deploy/alerts.yml every second.
+    // Prometheus scrapes both instances (the second is down until it starts), the follower and
+    // the receiver (each down until it starts) every second, and evaluates deploy/alerts.yml
+    // every second.
     let dir = Scratch::new("prometheus-dashboard");
     let config = dir.join("prometheus.yml");
     let rules = workspace_root().join("deploy/alerts.yml");
@@ -398,11 +427,13 @@ async fn every_dashboard_and_alert_expression_returns_data() {
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
              rule_files:\n  - {}\n\
              scrape_configs:\n  - job_name: toolcalls\n    static_configs:\n      - targets: ['{}', '{}']\n\
-             \x20 - job_name: toolcalls-producer\n    static_configs:\n      - targets: ['{}']\n",
+             \x20 - job_name: toolcalls-producer\n    static_configs:\n      - targets: ['{}']\n\
+             \x20 - job_name: toolcalls-receiver\n    static_configs:\n      - targets: ['{}']\n",
             rules.display(),
             sa.http_addr,
             sb.http_addr,
-            follower_addr
+            follower_addr,
+            receiver_addrs.1
         ),
     )
     .unwrap();
@@ -460,6 +491,24 @@ async fn every_dashboard_and_alert_expression_returns_data() {
     expect_data(
         prom,
         r#"toolcalls_producer_events_sent_total{job="toolcalls-producer"} > 0"#,
+        None,
+    )
+    .await;
+
+    // A receiver publishes a hook payload posted to it.
+    let _receiver = receive(&base, &dir, (&receiver_addrs.0, &receiver_addrs.1));
+    let hook = r#"{"session_id":"dash-receiver","hook_event_name":"PreToolUse","tool_name":"Read","tool_input":{"file_path":"/a"},"tool_use_id":"toolu_dash_r1"}"#;
+    let url = format!("http://{}/v1/hooks/claude-code", receiver_addrs.0);
+    tokio::task::spawn_blocking(move || {
+        wait_until("the receiver to take a hook", || {
+            curl(&url, &["--data-binary", hook]).0 == 204
+        });
+    })
+    .await
+    .unwrap();
+    expect_data(
+        prom,
+        r#"toolcalls_receive_events_total{job="toolcalls-receiver"} > 0"#,
         None,
     )
     .await;
