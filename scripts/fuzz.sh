@@ -15,7 +15,9 @@
 #   tests/fuzz_local.rs               the `toolcalls local` binary, one process per case
 #   tests/fuzz_audit.rs               `toolcalls audit` of mutated records files and inputs
 #   src/receive/fuzz.rs               `toolcalls receive`'s readers of hook, v1 and OTLP bodies
-#                                     (generated protobuf requests too), in process
+#                                     (generated protobuf requests too, some compressed), in process
+#   src/follow/fuzz.rs                `ingest --follow` on files written in pieces, cut and written
+#                                     again, restarted: what it delivers against a whole read
 # Each prints `fuzz NAME: N cases in S s, 0 panics`; a panic fails the test with the seed of its
 # case and the path of the saved input.
 set -euo pipefail
@@ -35,6 +37,7 @@ tests=(
   "-p toolcalls --test fuzz_local"
   "-p toolcalls --test fuzz_audit"
   "-p toolcalls --bin toolcalls receive::fuzz"
+  "-p toolcalls --bin toolcalls follow::fuzz"
 )
 
 echo "==> building the fuzz tests (--profile fuzz)" >&2

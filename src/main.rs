@@ -4,6 +4,10 @@ mod audit;
 mod checksum;
 mod encoding;
 mod follow;
+/// The fuzz harness the workspace's fuzz tests share, for the in-process ones here.
+#[cfg(test)]
+#[path = "../crates/model/tests/support/fuzz.rs"]
+mod fuzz_support;
 mod ingest;
 mod input_format;
 mod left_out;

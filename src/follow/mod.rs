@@ -27,6 +27,8 @@
 
 mod checkpoint;
 mod complete;
+#[cfg(test)]
+mod fuzz;
 mod identity;
 mod metrics;
 mod opts;

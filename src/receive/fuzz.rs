@@ -8,8 +8,7 @@
 //! `TOOLCALLS_FUZZ_CASES` / `TOOLCALLS_FUZZ_SECS` / `TOOLCALLS_FUZZ_SEED` as for every fuzz test
 //! (`scripts/fuzz.sh` is the long run).
 
-#[path = "../../crates/model/tests/support/fuzz.rs"]
-mod support;
+use crate::fuzz_support as support;
 
 use super::compression::Encoding as Compression;
 use super::traces::Encoding;
