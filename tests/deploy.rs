@@ -5,11 +5,13 @@
 //!   a severity, a runbook section in docs/OPERATIONS.md and unit tests that see it fire and stay
 //!   silent;
 //! - the Grafana provisioning and the compose file against each other (mounts, data source,
-//!   scrape targets, instance ids), and the demo producer's input through `toolcalls ingest`;
-//! - deploy/kubernetes against the Kubernetes schema (PyPI's kubernetes-validate, strict), the
-//!   PodMonitor against prometheus-operator's (npm's @kubernetes-models/prometheus-operator,
-//!   which kubernetes-validate does not know), and the manifests against each other and the
-//!   binary (the ConfigMap's TOML is read by `toolcalls run`).
+//!   scrape targets, instance ids, the receiver's token), `docker-compose config`, and the demo
+//!   producer's input through `toolcalls ingest`;
+//! - deploy/kubernetes and deploy/kubernetes/receiver against the Kubernetes schema (PyPI's
+//!   kubernetes-validate, strict), the PodMonitors against prometheus-operator's (npm's
+//!   @kubernetes-models/prometheus-operator, which kubernetes-validate does not know), and the
+//!   manifests against each other and the binary (the ConfigMap's TOML is read by `toolcalls
+//!   run` and `toolcalls receive`).
 //!
 //! scripts/install-test-deps.sh installs every tool; a test whose tool is missing says
 //! `skipped: …` and passes. Whether every expression returns data from a real run is
@@ -675,14 +677,17 @@ fn kubernetes_manifests_validate_against_the_kubernetes_schema() {
 }
 
 #[test]
-fn the_podmonitor_validates_against_the_prometheus_operator_schema() {
+fn the_podmonitors_validate_against_the_prometheus_operator_schema() {
     let node_dir = root().join(".tools/node");
     let models = node_dir.join("node_modules/@kubernetes-models/prometheus-operator");
     if !on_path("node") || !models.is_dir() {
         println!("skipped: node or npm's @kubernetes-models/prometheus-operator not installed (scripts/install-test-deps.sh installs it into .tools/node)");
         return;
     }
-    let Some(podmonitor) = yaml_one("deploy/kubernetes/podmonitor.yaml") else {
+    let (Some(podmonitor), Some(receivers)) = (
+        yaml_one("deploy/kubernetes/podmonitor.yaml"),
+        yaml_one("deploy/kubernetes/receiver/podmonitor.yaml"),
+    ) else {
         println!("{NO_VENV}");
         return;
     };
@@ -715,8 +720,10 @@ console.log("valid");"#,
             .unwrap();
         child.wait_with_output().unwrap()
     };
-    let out = validate(&podmonitor);
-    assert!(out.status.success(), "{}", show(&out));
+    for doc in [&podmonitor, &receivers] {
+        let out = validate(doc);
+        assert!(out.status.success(), "{}", show(&out));
+    }
     // The validator does reject what the schema forbids.
     let mut broken = podmonitor.clone();
     broken["spec"]["podMetricsEndpoints"][0]["interval"] = "15 seconds".into();
@@ -736,6 +743,47 @@ fn labels(v: &Value) -> BTreeSet<(String, String)> {
         .flatten()
         .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
         .collect()
+}
+
+/// A container's ports, by name.
+fn container_ports(container: &Value) -> BTreeMap<&str, i64> {
+    container["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap(),
+                p["containerPort"].as_i64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// A container's environment variables, by name.
+fn container_env(container: &Value) -> BTreeMap<&str, &Value> {
+    container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["name"].as_str().unwrap(), e))
+        .collect()
+}
+
+/// The volume of `pod` mounted in `container` at `dir`.
+fn mounted_volume<'a>(pod: &'a Value, container: &Value, dir: &str) -> &'a Value {
+    let mount = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["mountPath"] == dir)
+        .unwrap_or_else(|| panic!("{dir} is mounted"));
+    pod["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .expect("the mounted volume")
 }
 
 #[test]
@@ -789,23 +837,8 @@ fn kubernetes_parts_refer_to_each_other() {
         "the StatefulSet's selector",
     );
     let container = &pod["spec"]["containers"][0];
-    let ports: BTreeMap<&str, i64> = container["ports"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
-            (
-                p["name"].as_str().unwrap(),
-                p["containerPort"].as_i64().unwrap(),
-            )
-        })
-        .collect();
-    let env: BTreeMap<&str, &Value> = container["env"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| (e["name"].as_str().unwrap(), e))
-        .collect();
+    let ports = container_ports(container);
+    let env = container_env(container);
 
     // The instance id is the pod's name: stable per ordinal, so the transactional id survives a
     // restart.
@@ -839,18 +872,7 @@ fn kubernetes_parts_refer_to_each_other() {
     let cm = one("ConfigMap");
     let config_path = env["TOOLCALLS_CONFIG"]["value"].as_str().unwrap();
     let (dir, file) = config_path.rsplit_once('/').unwrap();
-    let mount = container["volumeMounts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["mountPath"] == dir)
-        .expect("the config directory is mounted");
-    let volume = pod["spec"]["volumes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["name"] == mount["name"])
-        .expect("the mounted volume");
+    let volume = mounted_volume(pod, container, dir);
     assert_eq!(volume["configMap"]["name"], cm["metadata"]["name"]);
     let toml = cm["data"][file]
         .as_str()
@@ -1140,4 +1162,179 @@ fn the_default_redaction_rules_catch_credentials_and_leave_real_traffic_alone() 
         }
     }
     assert!(checked > 30, "{checked} records of real traffic");
+}
+
+/// The receiver's manifests (deploy/kubernetes/receiver): valid against the Kubernetes schema,
+/// and their parts refer to each other and to the processor's ConfigMap, whose `[receive]` table
+/// `toolcalls receive` accepts; scraped as the job the receiver alerts select.
+#[test]
+fn the_receiver_manifests_validate_and_fit_together() {
+    let dir = "deploy/kubernetes/receiver";
+    let mut files: Vec<String> = std::fs::read_dir(root().join(dir))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".yaml") && n != "kustomization.yaml")
+        .collect();
+    files.sort();
+    let Some(kustomization) = yaml_one(&format!("{dir}/kustomization.yaml")) else {
+        println!("{NO_VENV}");
+        return;
+    };
+    let listed: BTreeSet<&str> = kustomization["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    let applied: BTreeSet<&str> = files
+        .iter()
+        .map(String::as_str)
+        .filter(|f| *f != "secret.example.yaml")
+        .collect();
+    assert_eq!(
+        listed, applied,
+        "every manifest but the example Secret is applied"
+    );
+
+    if let Some(validate) = venv_bin("kubernetes-validate") {
+        let out = run(Command::new(validate)
+            .args(["--strict", "-k", "1.33.0", "-k", "1.37.0"])
+            .args(files.iter().map(|f| format!("{dir}/{f}"))));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{}", show(&out));
+        let passed = text.lines().filter(|l| l.contains(" passed ")).count();
+        for line in text.lines().filter(|l| l.starts_with("WARN")) {
+            assert!(line.contains("kind PodMonitor"), "{line}");
+        }
+        // serviceaccount, service, deployment, pdb, secret: against two versions.
+        assert_eq!(passed, 5 * 2, "{text}");
+    } else {
+        println!("skipped the schema: kubernetes-validate not installed (scripts/install-test-deps.sh installs it into .tools/venv)");
+    }
+
+    let doc = |file: &str| yaml_one(&format!("{dir}/{file}")).unwrap();
+    let deployment = doc("deployment.yaml");
+    let pod = &deployment["spec"]["template"];
+    let pod_labels = labels(&pod["metadata"]["labels"]);
+    let selects_pods = |selector: &Value, what: &str| {
+        let s = labels(selector);
+        assert!(
+            !s.is_empty() && s.is_subset(&pod_labels),
+            "{what} does not select the receiver's pods"
+        );
+    };
+    selects_pods(
+        &deployment["spec"]["selector"]["matchLabels"],
+        "the Deployment",
+    );
+    selects_pods(
+        &doc("poddisruptionbudget.yaml")["spec"]["selector"]["matchLabels"],
+        "the PodDisruptionBudget",
+    );
+    let processors = yaml_one("deploy/kubernetes/podmonitor.yaml").unwrap();
+    assert!(
+        !labels(&processors["spec"]["selector"]["matchLabels"]).is_subset(&pod_labels),
+        "the processors' PodMonitor would scrape the receivers as processors"
+    );
+    let container = &pod["spec"]["containers"][0];
+    assert_eq!(
+        container["command"],
+        serde_json::json!(["toolcalls", "receive"])
+    );
+    let ports = container_ports(container);
+    let service = doc("service.yaml");
+    selects_pods(&service["spec"]["selector"], "the Service");
+    for p in service["spec"]["ports"].as_array().unwrap() {
+        assert!(ports.contains_key(p["targetPort"].as_str().unwrap()), "{p}");
+    }
+    for probe in ["startupProbe", "livenessProbe", "readinessProbe"] {
+        let get = &container[probe]["httpGet"];
+        assert_eq!(get["path"], "/healthz", "{probe}");
+        assert_eq!(get["port"], "http", "{probe}");
+    }
+    let monitor = doc("podmonitor.yaml");
+    selects_pods(
+        &monitor["spec"]["selector"]["matchLabels"],
+        "the PodMonitor",
+    );
+    let endpoint = &monitor["spec"]["podMetricsEndpoints"][0];
+    assert!(ports.contains_key(endpoint["port"].as_str().unwrap()));
+    let job = endpoint["relabelings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["targetLabel"] == "job")
+        .and_then(|r| r["replacement"].as_str())
+        .expect("the PodMonitor names the job");
+    let alerts = std::fs::read_to_string(root().join("deploy/alerts.yml")).unwrap();
+    assert!(
+        alerts.contains(&format!(r#"job="{job}""#)),
+        "no alert selects the job {job}"
+    );
+
+    // The token and the broker credentials, each a key of an example Secret.
+    let env = container_env(container);
+    let secrets: Vec<Value> = [
+        format!("{dir}/secret.example.yaml"),
+        "deploy/kubernetes/secret.example.yaml".to_owned(),
+    ]
+    .iter()
+    .flat_map(|f| yaml(f).unwrap())
+    .collect();
+    for var in [
+        "TOOLCALLS_RECEIVE_TOKEN",
+        "KAFKA_SASL_USERNAME",
+        "KAFKA_SASL_PASSWORD",
+    ] {
+        let r = &env[var]["valueFrom"]["secretKeyRef"];
+        let secret = secrets
+            .iter()
+            .find(|s| s["metadata"]["name"] == r["name"])
+            .unwrap_or_else(|| panic!("{var}: no Secret {}", r["name"]));
+        assert!(
+            secret["stringData"][r["key"].as_str().unwrap()].is_string(),
+            "{var}"
+        );
+    }
+
+    // The config file: the processor's ConfigMap, mounted where TOOLCALLS_CONFIG points, its
+    // [receive] table on the container's ports, and accepted by `toolcalls receive` (it checks
+    // the file and the token, then its own values: refused for the one given here).
+    let cm = yaml_one("deploy/kubernetes/configmap.yaml").unwrap();
+    let config_path = env["TOOLCALLS_CONFIG"]["value"].as_str().unwrap();
+    let (config_dir, file) = config_path.rsplit_once('/').unwrap();
+    let volume = mounted_volume(pod, container, config_dir);
+    assert_eq!(volume["configMap"]["name"], cm["metadata"]["name"]);
+    let toml = cm["data"][file].as_str().unwrap();
+    let receive_table = toml
+        .split("[receive]")
+        .nth(1)
+        .and_then(|t| t.split("\n[").next())
+        .expect("a [receive] table");
+    let port_of = |key: &str| -> i64 {
+        receive_table
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("{key} = ")))
+            .and_then(|v| v.trim_matches('"').rsplit_once(':'))
+            .map(|(_, p)| p.parse().unwrap())
+            .unwrap_or_else(|| panic!("{key} in [receive]"))
+    };
+    assert_eq!(Some(&port_of("listen")), ports.get("receive"));
+    assert_eq!(Some(&port_of("metrics_addr")), ports.get("http"));
+    let scratch = Scratch::new("k8s-receiver");
+    let path = scratch.join(file);
+    std::fs::write(&path, toml).unwrap();
+    let out = run(Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+        .env("TOOLCALLS_RECEIVE_TOKEN", "a-token-for-the-manifest-test")
+        .arg("receive")
+        .arg("-c")
+        .arg(&path)
+        .args(["--max-body-bytes", "0"]));
+    assert!(
+        out.status.code() == Some(2)
+            && String::from_utf8_lossy(&out.stderr)
+                .contains("--max-body-bytes must be greater than 0"),
+        "the ConfigMap's config.toml was not accepted by receive: {}",
+        show(&out)
+    );
 }
