@@ -23,12 +23,18 @@ impl Outlet {
     /// last whole line, said: the next event would otherwise be glued to the fragment. A pipe, a
     /// FIFO or `/dev/null` cannot be synced to disk: it is flushed, as standard output is.
     pub fn file(path: &Path) -> anyhow::Result<Outlet> {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .read(true)
-            .open(path)
-            .with_context(|| format!("cannot open {}; check the --out path", path.display()))?;
+        let open = |read: bool| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .read(read)
+                .open(path)
+                .with_context(|| format!("cannot open {}; check the --out path", path.display()))
+        };
+        // A FIFO is opened for writing only, so that the open waits for its reader (opened for
+        // reading too, it would hold its own reader and fill up).
+        let regular = std::fs::metadata(path).map_or(true, |m| m.is_file());
+        let file = open(regular)?;
         if !file.metadata().is_ok_and(|m| m.is_file()) {
             return Ok(Outlet::Lines(Box::new(BufWriter::new(file))));
         }
