@@ -562,3 +562,40 @@ fn follow_outputs_that_are_no_files_and_follow_options_without_follow() {
     assert!(once.status.success(), "{said}");
     assert!(said.contains("apply with --follow only"), "{said}");
 }
+
+/// A follower whose brokers are out of reach says so in its log, as a warning (a log line, with
+/// `-q` too), and gives up at the delivery timeout with exit code 2: its supervisor restarts it.
+#[test]
+fn a_follower_without_a_broker_says_so_in_its_log_and_gives_up_at_the_delivery_timeout() {
+    let broker = format!("127.0.0.1:{}", closed_port());
+    let dir = Scratch::new("follow-no-broker");
+    let checkpoints = dir.join("checkpoints");
+    let args = [
+        "ingest",
+        "--follow",
+        "-q",
+        "--format",
+        "claude-code-hooks",
+        "--delivery-timeout",
+        "3s",
+        "--log-format",
+        "json",
+        "--brokers",
+        &broker,
+        "--checkpoint-dir",
+        checkpoints.to_str().unwrap(),
+        SAMPLE,
+    ];
+    let mut follower = Toolcalls::spawn(&args, &[]);
+    let first = follower.wait_for("cannot reach the Kafka brokers", WAIT);
+    let line: serde_json::Value = serde_json::from_str(first.trim())
+        .unwrap_or_else(|e| panic!("not a JSON log line ({e}): {first}"));
+    assert_eq!(line["level"], "WARN", "{first}");
+    assert!(
+        line["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(&format!("at {broker}"))),
+        "{first}"
+    );
+    assert_eq!(follower.exit(WAIT).code(), Some(2), "{}", follower.log());
+}
