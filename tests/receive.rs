@@ -626,6 +626,22 @@ fn bad_payloads_are_refused_and_publish_nothing() {
             c.body
         );
     }
+    // Every Content-Encoding line counts: a body compressed twice is not read once.
+    let twice = gzip(&gzip(hook.as_bytes()));
+    let c = post(
+        "/v1/hooks/claude-code",
+        &["Content-Encoding: gzip", "Content-Encoding: gzip"],
+        &twice,
+    );
+    assert_eq!(c.status, 415, "{}", c.body);
+    assert!(reason(&c).contains("more than once"), "{}", c.body);
+    // A body said to be over the limit is refused at once, not waited for.
+    let c = post(
+        "/v1/hooks/claude-code",
+        &["Content-Length: 50000000"],
+        hook.as_bytes(),
+    );
+    assert_eq!(c.status, 413, "{}", c.body);
     // Unknown encodings: 415.
     let c = post(
         "/v1/traces",

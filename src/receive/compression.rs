@@ -25,20 +25,36 @@ pub(super) enum Encoding {
 }
 
 impl Encoding {
-    /// `None` for no encoding (`identity`); 415 for one the receiver does not read.
+    /// `None` for no encoding (`identity`); 415 for one the receiver does not read, or for more
+    /// than one (a body compressed twice). Every `Content-Encoding` line counts, as one list.
     fn of(request: &Request) -> Result<Option<Encoding>, Refusal> {
-        let Some(value) = request.headers().get(header::CONTENT_ENCODING) else {
-            return Ok(None);
-        };
-        let named = value.to_str().unwrap_or("?").trim();
-        match named.to_ascii_lowercase().as_str() {
-            "" | "identity" => Ok(None),
-            "gzip" | "x-gzip" => Ok(Some(Encoding::Gzip)),
-            "deflate" => Ok(Some(Encoding::Deflate)),
-            _ => Err(Refusal::new(
+        let mut codings = Vec::new();
+        for value in request.headers().get_all(header::CONTENT_ENCODING) {
+            let value = value.to_str().unwrap_or("?");
+            codings.extend(
+                value
+                    .split(',')
+                    .map(|c| c.trim().to_ascii_lowercase())
+                    .filter(|c| !c.is_empty() && c != "identity"),
+            );
+        }
+        let unread = |what: String| {
+            Refusal::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                format!("Content-Encoding `{named}` is not supported; send the body as gzip, deflate or uncompressed; nothing of it was published"),
-            )),
+                format!("{what}; send the body as gzip, deflate or uncompressed; nothing of it was published"),
+            )
+        };
+        match codings.as_slice() {
+            [] => Ok(None),
+            [one] => match one.as_str() {
+                "gzip" | "x-gzip" => Ok(Some(Encoding::Gzip)),
+                "deflate" => Ok(Some(Encoding::Deflate)),
+                _ => Err(unread(format!("Content-Encoding `{one}` is not supported"))),
+            },
+            more => Err(unread(format!(
+                "Content-Encoding `{}` compresses the body more than once, which is not supported",
+                more.join(", ")
+            ))),
         }
     }
 
@@ -51,7 +67,7 @@ impl Encoding {
 }
 
 /// Hands the route the body decompressed, as if it had been sent so; `limit` is
-/// `--max-body-bytes`.
+/// `--max-body-bytes` (a `Content-Length` over it is refused at once, compressed or not).
 pub async fn decompressed(State(limit): State<usize>, request: Request, next: Next) -> Response {
     match decompress(request, limit).await {
         Ok(request) => next.run(request).await,
@@ -60,6 +76,18 @@ pub async fn decompressed(State(limit): State<usize>, request: Request, next: Ne
 }
 
 async fn decompress(request: Request, limit: usize) -> Result<Request, Refusal> {
+    // A body said to be over the limit is refused before it is waited for.
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(Refusal::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the body is larger than {limit} bytes (--max-body-bytes); nothing of it was published"),
+        ));
+    }
     let Some(encoding) = Encoding::of(&request)? else {
         return Ok(request);
     };
@@ -85,13 +113,26 @@ async fn decompress(request: Request, limit: usize) -> Result<Request, Refusal> 
 /// `bytes` decompressed, at most `limit` bytes of it: 413 past that, 400 when it is not what
 /// its encoding says.
 pub(super) fn inflate(encoding: Encoding, bytes: &[u8], limit: usize) -> Result<Bytes, Refusal> {
-    let reader: Box<dyn Read + '_> = match encoding {
-        Encoding::Gzip => Box::new(flate2::read::MultiGzDecoder::new(bytes)),
-        Encoding::Deflate => Box::new(flate2::read::ZlibDecoder::new(bytes)),
-    };
     let mut plain = Vec::with_capacity(bytes.len().saturating_mul(4).min(limit));
     let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
-    if let Err(e) = reader.take(cap).read_to_end(&mut plain) {
+    let read = match encoding {
+        Encoding::Gzip => flate2::read::MultiGzDecoder::new(bytes)
+            .take(cap)
+            .read_to_end(&mut plain)
+            .map(|_| ()),
+        Encoding::Deflate => {
+            let mut z = flate2::read::ZlibDecoder::new(bytes);
+            let read = (&mut z).take(cap).read_to_end(&mut plain);
+            // Bytes after the stream's end are not part of it: the body is not what it says.
+            match read {
+                Ok(_) if plain.len() <= limit && z.total_in() < bytes.len() as u64 => {
+                    Err(std::io::Error::other("bytes after the end of the stream"))
+                }
+                other => other.map(|_| ()),
+            }
+        }
+    };
+    if let Err(e) = read {
         return Err(Refusal::new(
             StatusCode::BAD_REQUEST,
             format!(
@@ -141,6 +182,12 @@ mod tests {
         w.finish().unwrap()
     }
 
+    fn zlib(bytes: &[u8]) -> Vec<u8> {
+        let mut w = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        w.write_all(bytes).unwrap();
+        w.finish().unwrap()
+    }
+
     #[test]
     fn a_body_inflates_within_the_limit_and_no_further() {
         let text = b"{\"v\":1}\n".repeat(100);
@@ -148,11 +195,8 @@ mod tests {
             inflate(Encoding::Gzip, &gzip(&text), text.len()).unwrap(),
             &text[..]
         );
-        let mut w = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
-        w.write_all(&text).unwrap();
-        let zlib = w.finish().unwrap();
         assert_eq!(
-            inflate(Encoding::Deflate, &zlib, text.len()).unwrap(),
+            inflate(Encoding::Deflate, &zlib(&text), text.len()).unwrap(),
             &text[..]
         );
         // A bomb: a megabyte of zeros in about a kilobyte.
@@ -171,6 +215,10 @@ mod tests {
             (Encoding::Gzip, &b"{\"v\":1}"[..]),
             (Encoding::Deflate, &b"\x78\x9c\xff\xff"[..]),
             (Encoding::Gzip, &gzip(b"cut short")[..12]),
+            (
+                Encoding::Deflate,
+                &[&zlib(b"a\n")[..], b"garbage"].concat()[..],
+            ),
         ] {
             let refused = inflate(encoding, bytes, 1000).unwrap_err();
             assert_eq!(refused.status(), StatusCode::BAD_REQUEST, "{encoding:?}");

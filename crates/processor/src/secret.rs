@@ -46,6 +46,9 @@ impl Secret {
         if t.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(format!("{flag} holds a space or a control character, which an `Authorization` header cannot carry; give a token without them (`openssl rand -hex 32`)"));
         }
+        if !t.is_ascii() {
+            return Err(format!("{flag} holds a character beyond ASCII, which clients do not send alike in an `Authorization` header; give an ASCII token (`openssl rand -hex 32`)"));
+        }
         if t.chars().count() < MIN_TOKEN_CHARS {
             return Err(format!("{flag} is shorter than {MIN_TOKEN_CHARS} characters, short enough to guess; give a long random token (`openssl rand -hex 32`)"));
         }
@@ -101,6 +104,7 @@ mod tests {
             (" \n", "is empty"),
             ("short-token", "shorter than 16"),
             ("0123456789 abcdef0123", "a space or a control"),
+            ("sëcrëtsëcrëtsëcrët", "beyond ASCII"),
         ] {
             let e = token(bad).check_token("--token").unwrap_err();
             assert!(e.contains(said), "{bad:?}: {e}");
