@@ -258,14 +258,20 @@ fn publisher(args: &Args, file: &ConfigFile) -> anyhow::Result<toolcalls_produce
     Ok(publisher)
 }
 
-/// `--follow`: tails the files until stopped (`crate::follow`).
+/// `--follow`: tails the files until stopped (`crate::follow`), logging why it stops.
 fn follow(args: Args, file: &ConfigFile, redaction: Redaction) -> anyhow::Result<ExitCode> {
-    let o = &args.opts;
     // Before the brokers are first asked: what the follower says goes to its log from the start.
     toolcalls_processor::logging::init_at(
         args.follow.log_format,
-        if o.quiet { "warn" } else { "info" },
+        if args.opts.quiet { "warn" } else { "info" },
     );
+    // Why it stops goes to its log too, where a collector of its log finds it (and to stderr
+    // as every command's error does).
+    following(args, file, redaction).inspect_err(|e| tracing::error!("stopped: {e:#}"))
+}
+
+fn following(args: Args, file: &ConfigFile, redaction: Redaction) -> anyhow::Result<ExitCode> {
+    let o = &args.opts;
     if args.follow.poll_interval.0.is_zero() {
         bail!("--poll-interval must be greater than 0 (it is how long the follower rests between looks)");
     }

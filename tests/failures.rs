@@ -598,4 +598,23 @@ fn a_follower_without_a_broker_says_so_in_its_log_and_gives_up_at_the_delivery_t
         "{first}"
     );
     assert_eq!(follower.exit(WAIT).code(), Some(2), "{}", follower.log());
+    // Why it stopped is in its log as well, as an error a log collector sees.
+    let log = follower.log();
+    let stopped = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|l| {
+            l["level"] == "ERROR"
+                && l["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("stopped: "))
+        })
+        .unwrap_or_else(|| panic!("no error saying why it stopped in the log:\n{log}"));
+    assert!(
+        stopped["message"]
+            .as_str()
+            .unwrap()
+            .contains("--delivery-timeout"),
+        "{stopped}"
+    );
 }

@@ -131,3 +131,28 @@ fn the_followers_own_files_in_the_followed_directory_are_not_followed() {
         assert!(!said.contains(own), "said of its own file {own}:\n{said}");
     }
 }
+
+/// `--out` naming an agent's transcript (here one inside the followed directory) is refused: the
+/// events would be written into the transcript.
+#[test]
+fn an_out_that_is_a_transcript_is_refused() {
+    let d = Scratch::new("follow-out-transcript");
+    let sessions = d.join("sessions");
+    std::fs::create_dir(&sessions).unwrap();
+    let transcript = sessions.join("s.jsonl");
+    std::fs::write(&transcript, sample()).unwrap();
+    let out = toolcalls()
+        .args(["ingest", "--follow", "--once", "--out"])
+        .arg(&transcript)
+        .arg(&sessions)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("holds a claude-code transcript"), "{said}");
+    assert_eq!(
+        std::fs::read(&transcript).unwrap(),
+        sample(),
+        "left as it was"
+    );
+}

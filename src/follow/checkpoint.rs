@@ -202,6 +202,17 @@ impl Store {
                     .create(true)
                     .append(true)
                     .open(&path)?;
+                // A digest cut short by a crash (or a full disk) is dropped first: appended after
+                // it, every later digest would be read at the wrong offset.
+                let len = f.metadata()?.len();
+                if len % 8 != 0 {
+                    tracing::warn!(
+                        digests = %path.display(),
+                        bytes = len % 8,
+                        "the digest log ends in part of a digest (a crash while writing it); cut back to its last whole one"
+                    );
+                    f.set_len(len - len % 8)?;
+                }
                 f.write_all(&encode_digests(fresh.iter().copied()))?;
                 f.sync_data()
             };
@@ -324,11 +335,19 @@ mod tests {
         assert_eq!(loaded[0].delivered.count(7), 2, "appended twice");
         assert_eq!(loaded[0].delivered.count(u64::MAX), 1);
 
-        // A crash in the middle of an append leaves a digest cut short: it is not one.
+        // A crash in the middle of an append leaves a digest cut short: it is not one, and the
+        // next append goes after the last whole one.
         let log = store.file_of("/x/a.jsonl").with_extension("digests");
         let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
         f.write_all(&[1, 2, 3]).unwrap();
         assert_eq!(store.load().unwrap()[0].delivered.len(), 2);
+        store.save(&cp, &[5]).unwrap();
+        let loaded = store.load().unwrap();
+        assert_eq!(loaded[0].delivered.count(5), 1, "read at its offset");
+        assert_eq!(loaded[0].delivered.count(7), 2);
+        store.remove("/x/a.jsonl").unwrap();
+        store.save(&cp, &[7, 7]).unwrap();
+        store.save(&cp, &[u64::MAX]).unwrap();
 
         // A rename moves the digests with the checkpoint.
         let mut moved = loaded[0].clone();

@@ -31,6 +31,7 @@ impl Outlet {
                 .open(path)
                 .with_context(|| format!("cannot open {}; check the --out path", path.display()))
         };
+        refuse_a_transcript(path)?;
         // A FIFO is opened for writing only, so that the open waits for its reader (opened for
         // reading too, it would hold its own reader and fill up).
         let regular = std::fs::metadata(path).map_or(true, |m| m.is_file());
@@ -85,6 +86,31 @@ impl Outlet {
         }
         Ok(Vec::new())
     }
+}
+
+/// Refuses an `--out` that holds an agent's transcript (its start tells a native format; the
+/// follower's own events tell none): events appended to it would corrupt the transcript, and
+/// the follower, which never follows its own output, would not deliver the transcript either.
+fn refuse_a_transcript(path: &Path) -> anyhow::Result<()> {
+    use std::io::Read;
+    let Ok(file) = File::open(path) else {
+        return Ok(());
+    };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Ok(());
+    }
+    let mut head = Vec::new();
+    file.take(1 << 16)
+        .read_to_end(&mut head)
+        .with_context(|| format!("cannot read {}; check the --out path", path.display()))?;
+    if let Some(format) = toolcalls_adapters::Format::detect(&path.to_string_lossy(), &head) {
+        anyhow::bail!(
+            "--out {} holds a {} transcript, not events: the events would be written into it; give --out a file of its own",
+            path.display(),
+            format.name()
+        );
+    }
+    Ok(())
 }
 
 /// Cuts `file` after its last newline (to nothing when it has none), synced; the bytes cut.
