@@ -32,6 +32,13 @@ pub struct Checkpoint {
     pub fingerprint_len: usize,
     /// Bytes read into events: the complete lines, or the whole document, as last parsed.
     pub position: u64,
+    /// SHA-256 (first 8 bytes, hex) of the `tail_len` bytes before `position` (at most 256):
+    /// the end of what was read, which a file rewritten in place with the same start and no
+    /// shorter no longer has. Absent from checkpoints written before it was kept.
+    #[serde(default)]
+    pub tail: String,
+    #[serde(default)]
+    pub tail_len: usize,
     /// Size and modification time when last read: unchanged means nothing new.
     pub size: u64,
     pub mtime_ns: i64,

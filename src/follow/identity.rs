@@ -44,6 +44,13 @@ pub fn fingerprint(bytes: &[u8]) -> (String, usize) {
     (hex8(&Sha256::digest(&bytes[..n])), n)
 }
 
+/// The fingerprint of the last [`FINGERPRINT_BYTES`] of `read` (all of it when shorter): the
+/// end of what a checkpoint's position covers.
+pub fn tail_print(read: &[u8]) -> (String, usize) {
+    let n = read.len().min(FINGERPRINT_BYTES);
+    (hex8(&Sha256::digest(&read[read.len() - n..])), n)
+}
+
 /// Whether `bytes` still start with what a fingerprint of `len` bytes was taken of: false when
 /// the file is now shorter than that or starts otherwise (it was truncated or rewritten).
 pub fn same_start(bytes: &[u8], print: &str, len: usize) -> bool {

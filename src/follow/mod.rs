@@ -525,6 +525,7 @@ impl Follower {
             t.held = HashMap::new();
         }
         let (print, print_len) = identity::fingerprint(&bytes);
+        let (tail, tail_len) = identity::tail_print(&bytes[..ready]);
         t.cp = Checkpoint {
             path: name.clone(),
             dev: stat.dev,
@@ -532,6 +533,8 @@ impl Follower {
             fingerprint: print,
             fingerprint_len: print_len,
             position: ready as u64,
+            tail,
+            tail_len,
             size: stat.size,
             mtime_ns: stat.mtime_ns,
             format: Some(format.name().to_owned()),
@@ -572,6 +575,9 @@ impl Follower {
         // it had before the cut.
         let fresh = deliver(&mut self.out, (t, &name), &parsed, &self.s, &self.metrics)?;
         t.cp.position += end as u64 + 1;
+        let mut read_end = tail.before.clone();
+        read_end.extend_from_slice(&tail.bytes[..=end]);
+        (t.cp.tail, t.cp.tail_len) = identity::tail_print(&read_end);
         t.cp.size = stat.size;
         t.cp.mtime_ns = stat.mtime_ns;
         t.cp.events += parsed.events.len() as u64;
@@ -619,15 +625,18 @@ impl Follower {
     }
 }
 
-/// What was appended to a file read before, and the fingerprint of its start when it now covers
-/// more bytes than the checkpoint's.
+/// What was appended to a file read before, the fingerprint of its start when it now covers
+/// more bytes than the checkpoint's, and the bytes just before the checkpoint's position (its
+/// `tail_len`), which end what was read.
 struct Tail {
     bytes: Vec<u8>,
     fingerprint: Option<(String, usize)>,
+    before: Vec<u8>,
 }
 
 /// The bytes of `path` after the checkpoint's position, when the file still starts as it did
-/// (`None`: it was rewritten or truncated).
+/// and still holds, just before that position, the bytes that ended what was read (`None`: it
+/// was rewritten or truncated).
 fn appended(path: &Path, cp: &Checkpoint) -> std::io::Result<Option<Tail>> {
     use std::io::{Read, Seek, SeekFrom};
     let mut f = std::fs::File::open(path)?;
@@ -639,10 +648,20 @@ fn appended(path: &Path, cp: &Checkpoint) -> std::io::Result<Option<Tail>> {
         return Ok(None);
     }
     let fingerprint = (cp.fingerprint_len < head.len()).then(|| identity::fingerprint(&head));
-    f.seek(SeekFrom::Start(cp.position))?;
+    let back = (cp.tail_len as u64).min(cp.position);
+    f.seek(SeekFrom::Start(cp.position - back))?;
+    let mut before = Vec::with_capacity(back as usize);
+    (&mut f).take(back).read_to_end(&mut before)?;
+    if cp.tail_len > 0 && identity::tail_print(&before) != (cp.tail.clone(), cp.tail_len) {
+        return Ok(None);
+    }
     let mut bytes = Vec::new();
     f.read_to_end(&mut bytes)?;
-    Ok(Some(Tail { bytes, fingerprint }))
+    Ok(Some(Tail {
+        bytes,
+        fingerprint,
+        before,
+    }))
 }
 
 /// Sends `event` of file `name` (`payload` is its encoding), redacted; one too large for a Kafka
@@ -1177,5 +1196,48 @@ mod tests {
         std::os::unix::fs::symlink(other.path(), root.path().join("other")).unwrap();
         poll(&mut f);
         assert!(f.files.contains_key(&root.path().join("other/t.jsonl")));
+    }
+
+    /// A file rewritten in place with the same start and no shorter (an editor's save, a file
+    /// removed and made again on the same inode) is read again whole: read on from the old
+    /// position, it would lose the lines before it that changed and cut one in two.
+    #[test]
+    fn a_file_rewritten_in_place_with_the_same_start_is_read_again_whole() {
+        let hooks = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("crates/adapters/tests/data/claude-hooks.jsonl"),
+        )
+        .unwrap();
+        let lines: Vec<&str> = hooks.split_inclusive('\n').collect();
+        assert!(lines.len() >= 12);
+        let root = tempfile::tempdir().unwrap();
+        let cps = tempfile::tempdir().unwrap();
+        let file = root.path().join("h.jsonl");
+        let (mut f, written) = follower_of_dir(root.path(), cps.path());
+        std::fs::write(&file, lines[..6].concat()).unwrap();
+        poll(&mut f);
+        let rewritten = [&lines[..3], &lines[9..12], &lines[3..9]].concat().concat();
+        // In place: the same inode, the same first bytes, longer.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&file)
+            .and_then(|mut w| std::io::Write::write_all(&mut w, rewritten.as_bytes()))
+            .unwrap();
+        poll(&mut f);
+        let other = tempfile::tempdir().unwrap();
+        std::fs::write(other.path().join("h.jsonl"), &rewritten).unwrap();
+        let (mut once, whole) = follower_of_dir(other.path(), &other.path().join("cp"));
+        poll(&mut once);
+        let sorted = |w: &Written| {
+            let mut e = events(w);
+            e.sort();
+            e
+        };
+        assert!(!sorted(&whole).is_empty());
+        assert_eq!(
+            sorted(&written),
+            sorted(&whole),
+            "each event once, none lost"
+        );
     }
 }
