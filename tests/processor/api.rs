@@ -194,9 +194,46 @@ async fn idle_and_slow_clients_are_cut_off_on_both_listeners() {
             wait_until("the listener to serve again", || {
                 curl(&format!("http://{addr}/healthz"), &[]).0 != 0
             });
+            // A client that sends requests and never reads the answers is cut off too, once an
+            // answer has waited the read timeout to be taken, and the slot serves again.
+            let out = std::process::Command::new("python3")
+                .args(["-c", NEVER_READS, &addr.to_string()])
+                .output()
+                .expect("python3");
+            let said = String::from_utf8_lossy(&out.stdout);
+            assert_eq!(
+                said.trim(),
+                "cut",
+                "{addr}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_ne!(curl(&format!("http://{addr}/healthz"), &[]).0, 0, "{addr}");
         }
     })
     .await
     .unwrap();
     running.stop().await.expect("clean stop");
 }
+
+/// Connects to ADDR with a small receive buffer, sends pipelined requests and never reads an
+/// answer: prints `cut` once the server closes the connection, `held` if it still holds it after
+/// 20 s.
+const NEVER_READS: &str = r#"
+import socket, sys, time
+host, port = sys.argv[1].rsplit(":", 1)
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+s.connect((host, int(port)))
+s.settimeout(1)
+request = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" * 200
+end = time.time() + 20
+while time.time() < end:
+    try:
+        s.sendall(request)
+    except socket.timeout:
+        continue
+    except OSError:
+        print("cut")
+        sys.exit(0)
+print("held")
+"#;

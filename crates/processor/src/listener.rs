@@ -3,7 +3,9 @@
 //! `max_connections` at once (the listener stops accepting until one ends, so a flood of idle
 //! connections waits in the kernel's queue instead of taking the process's descriptors), and
 //! `read_timeout` to send a request's headers — which also closes a connection that has sent
-//! nothing for that long — and, for routes that read one, its body ([`timed_body`]).
+//! nothing for that long — and, for routes that read one, its body ([`timed_body`]); and as long
+//! to take each answer's bytes, so that a client that never reads its answers cannot keep its
+//! connection either.
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -61,6 +63,11 @@ pub async fn serve(
             let mut http = hyper::server::conn::http1::Builder::new();
             http.timer(TokioTimer::new())
                 .header_read_timeout(bounds.read_timeout);
+            let stream = WriteDeadline {
+                inner: stream,
+                limit: bounds.read_timeout,
+                stalled: None,
+            };
             let connection = http.serve_connection(TokioIo::new(stream), service);
             tokio::pin!(connection);
             let served = tokio::select! {
@@ -78,6 +85,84 @@ pub async fn serve(
     // Every slot back: every connection has ended.
     let all = u32::try_from(bounds.max_connections).unwrap_or(u32::MAX);
     let _ = slots.acquire_many(all).await;
+}
+
+/// A connection whose writes fail once one has waited `limit` for the client to take its
+/// bytes: a client that sends requests and never reads the answers would otherwise hold its
+/// connection, and its slot, for ever (the read timeout does not run while an answer is written).
+struct WriteDeadline {
+    inner: tokio::net::TcpStream,
+    limit: Duration,
+    /// Since when a write has waited, as a deadline.
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl WriteDeadline {
+    /// `ready` when the write went through (or failed); else waits, failing past the deadline.
+    fn waited<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        ready: Poll<std::io::Result<T>>,
+    ) -> Poll<std::io::Result<T>> {
+        if ready.is_ready() {
+            self.stalled = None;
+            return ready;
+        }
+        let limit = self.limit;
+        let deadline = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match deadline.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the client did not take its answer in time",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl tokio::io::AsyncRead for WriteDeadline {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for WriteDeadline {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let ready = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.waited(cx, ready)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let ready = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.waited(cx, ready)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let ready = Pin::new(&mut self.inner).poll_flush(cx);
+        self.waited(cx, ready)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
 
 /// Waits until `stop` turns true (or its sender is gone: never, then).
