@@ -1054,6 +1054,16 @@ mod tests {
             .collect()
     }
 
+    /// What a follower that finds `bytes` as file `name` at its first look sends: one read of
+    /// the whole file.
+    fn read_whole(name: &str, bytes: &[u8]) -> Vec<String> {
+        let other = tempfile::tempdir().unwrap();
+        std::fs::write(other.path().join(name), bytes).unwrap();
+        let (mut once, whole) = follower_of_dir(other.path(), &other.path().join("cp"));
+        poll(&mut once);
+        events(&whole)
+    }
+
     /// Asserts that the follower wrote `expected`, by count first (events are long lines).
     fn assert_wrote(written: &Written, expected: &[String], what: &str) {
         let got = events(written);
@@ -1124,12 +1134,9 @@ mod tests {
         more.push_str(&sample.replace("toolu_", "toolu_x"));
         std::fs::write(&file, &more).unwrap();
         poll(&mut f);
-        let other = tempfile::tempdir().unwrap();
-        std::fs::write(other.path().join("s.jsonl"), &more).unwrap();
-        let (mut fresh, all) = follower_of_dir(other.path(), &other.path().join("cp"));
-        poll(&mut fresh);
-        assert!(events(&all).len() > first.len());
-        assert_wrote(&written, &events(&all), "what is new is sent");
+        let all = read_whole("s.jsonl", more.as_bytes());
+        assert!(all.len() > first.len());
+        assert_wrote(&written, &all, "what is new is sent");
     }
 
     /// A file removed and made again while the follower runs, or out of sight for a poll, keeps
@@ -1224,20 +1231,11 @@ mod tests {
             .and_then(|mut w| std::io::Write::write_all(&mut w, rewritten.as_bytes()))
             .unwrap();
         poll(&mut f);
-        let other = tempfile::tempdir().unwrap();
-        std::fs::write(other.path().join("h.jsonl"), &rewritten).unwrap();
-        let (mut once, whole) = follower_of_dir(other.path(), &other.path().join("cp"));
-        poll(&mut once);
-        let sorted = |w: &Written| {
-            let mut e = events(w);
-            e.sort();
-            e
-        };
-        assert!(!sorted(&whole).is_empty());
-        assert_eq!(
-            sorted(&written),
-            sorted(&whole),
-            "each event once, none lost"
-        );
+        let mut whole = read_whole("h.jsonl", rewritten.as_bytes());
+        let mut got = events(&written);
+        whole.sort();
+        got.sort();
+        assert!(!whole.is_empty());
+        assert_eq!(got, whole, "each event once, none lost");
     }
 }
