@@ -50,42 +50,76 @@ pub struct Checkpoint {
     /// (version 1: here).
     #[serde(default, skip_serializing)]
     pub delivered: Delivered,
+    /// How many digests the log held when this was written. Absent from checkpoints written
+    /// before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digests: Option<u64>,
+    /// Read with a digest log that holds fewer digests than it did (removed, or cut short by
+    /// something other than this program): what the file held up to `position` is delivered,
+    /// and is taken as such if the file still holds it.
+    #[serde(skip)]
+    pub digests_lost: bool,
 }
 
 /// The digests of the events delivered from one file, each as many times as it was delivered
 /// (a file may hold an event twice). Kept as sorted hex strings.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Delivered(HashMap<u64, u32>);
+pub struct Delivered {
+    counts: HashMap<u64, u32>,
+    /// The sum of `counts`: how many digests the log holds.
+    total: u64,
+}
 
 impl Delivered {
     /// How many times an event with this digest was delivered.
     pub fn count(&self, digest: u64) -> u32 {
-        self.0.get(&digest).copied().unwrap_or(0)
+        self.counts.get(&digest).copied().unwrap_or(0)
     }
 
     pub fn add(&mut self, digest: u64) {
-        *self.0.entry(digest).or_default() += 1;
+        *self.counts.entry(digest).or_default() += 1;
+        self.total += 1;
+    }
+
+    /// Raises the count of each digest of `held` to at least what `held` says: the events a
+    /// file held when they are known delivered some other way than by their digests.
+    pub fn cover(&mut self, held: &HashMap<u64, u32>) {
+        for (&digest, &n) in held {
+            let count = self.counts.entry(digest).or_default();
+            if *count < n {
+                self.total += u64::from(n - *count);
+                *count = n;
+            }
+        }
     }
 
     /// Distinct digests kept.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.counts.len()
+    }
+
+    /// Every digest kept, counted as many times as it was delivered.
+    pub fn total(&self) -> u64 {
+        self.total
     }
 
     /// Keeps only the digests `keep` names: for a file whose events were rewritten many times
     /// over, so that its checkpoint does not grow without bound.
     pub fn retain(&mut self, keep: &HashMap<u64, u32>) {
-        self.0.retain(|d, _| keep.contains_key(d));
+        self.counts.retain(|d, _| keep.contains_key(d));
+        self.total = self.counts.values().map(|&n| u64::from(n)).sum();
+    }
+
+    fn each(&self) -> impl Iterator<Item = u64> + '_ {
+        self.counts
+            .iter()
+            .flat_map(|(d, n)| std::iter::repeat_n(*d, *n as usize))
     }
 }
 
 impl Serialize for Delivered {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut all: Vec<u64> = self
-            .0
-            .iter()
-            .flat_map(|(d, n)| std::iter::repeat_n(*d, *n as usize))
-            .collect();
+        let mut all: Vec<u64> = self.each().collect();
         all.sort_unstable();
         s.collect_seq(all.iter().map(|d| format!("{d:016x}")))
     }
@@ -175,7 +209,21 @@ impl Store {
                 .and_then(|b| Ok(serde_json::from_slice::<Checkpoint>(&b)?))
             {
                 Ok(mut cp) if cp.version == VERSION => {
-                    for d in self.read_digests(&cp.path)? {
+                    let logged = self.read_digests(&cp.path)?;
+                    cp.digests_lost = match cp.digests {
+                        Some(n) => (logged.len() as u64) < n,
+                        None => logged.is_empty() && cp.events > 0,
+                    };
+                    if cp.digests_lost {
+                        tracing::warn!(
+                            checkpoint = %path.display(),
+                            file = %cp.path,
+                            digests = logged.len(),
+                            written = cp.digests,
+                            "the digest log holds fewer digests than were written to it (removed or cut short); what the file held up to its checkpoint's position is taken as delivered if it still holds it, and sent again if not"
+                        );
+                    }
+                    for d in logged {
                         cp.delivered.add(d);
                     }
                     out.push(cp);
@@ -230,11 +278,7 @@ impl Store {
 
     /// Writes `cp` with its digest log anew (digests pruned, or the file followed under a new name).
     pub fn save_all(&self, cp: &Checkpoint) -> anyhow::Result<()> {
-        let all = cp
-            .delivered
-            .0
-            .iter()
-            .flat_map(|(d, n)| std::iter::repeat_n(*d, *n as usize));
+        let all = cp.delivered.each();
         let target = self.file_of(&cp.path).with_extension("digests");
         self.write_atomically(&target, &encode_digests(all))?;
         self.write_head(cp)
@@ -271,12 +315,11 @@ impl Store {
 
     /// Writes `cp` atomically: a crash leaves the old checkpoint or the new one, never a mix.
     fn write_head(&self, cp: &Checkpoint) -> anyhow::Result<()> {
-        let cp = Checkpoint {
-            version: VERSION,
-            delivered: Delivered::default(),
-            ..cp.clone()
-        };
-        let json = serde_json::to_vec(&cp)?;
+        // Not a clone of `cp`: its digests, which the head leaves out, can be many.
+        let mut head = serde_json::to_value(cp)?;
+        head["version"] = VERSION.into();
+        head["digests"] = cp.delivered.total().into();
+        let json = serde_json::to_vec(&head)?;
         self.write_atomically(&self.file_of(&cp.path), &json)
     }
 
@@ -372,6 +415,40 @@ mod tests {
             "only the lock is left"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_digest_log_with_fewer_digests_than_written_is_said_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut cp = Checkpoint {
+            path: "/x/a.jsonl".into(),
+            position: 10,
+            events: 3,
+            ..Checkpoint::default()
+        };
+        for d in [1, 2, 2] {
+            cp.delivered.add(d);
+        }
+        store.save(&cp, &[1, 2, 2]).unwrap();
+        let loaded = store.load().unwrap();
+        assert_eq!(loaded[0].digests, Some(3));
+        assert!(!loaded[0].digests_lost);
+        let log = store.file_of("/x/a.jsonl").with_extension("digests");
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&log)
+            .and_then(|f| f.set_len(16))
+            .unwrap();
+        assert!(store.load().unwrap()[0].digests_lost, "cut short");
+        std::fs::remove_file(&log).unwrap();
+        assert!(store.load().unwrap()[0].digests_lost, "removed");
+        // Written before the count was kept: lost when it has none and the file gave events.
+        let mut head: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(store.file_of("/x/a.jsonl")).unwrap()).unwrap();
+        head.as_object_mut().unwrap().remove("digests");
+        std::fs::write(store.file_of("/x/a.jsonl"), head.to_string()).unwrap();
+        assert!(store.load().unwrap()[0].digests_lost, "older checkpoint");
     }
 
     #[test]

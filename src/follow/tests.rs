@@ -1,0 +1,470 @@
+//! The follower polled by hand: what it sends for files written, cut, linked, rewritten and
+//! restarted on.
+
+use super::*;
+
+/// A follower of `file` writing to nowhere, its checkpoints in `dir`.
+fn follower(file: &Path, dir: &Path) -> Follower {
+    Follower {
+        s: Settings {
+            paths: vec![file.to_owned()],
+            format: Some(Format::ClaudeCode),
+            options: Options::default(),
+            redaction: Redaction::default(),
+            strict: false,
+            checkpoint_dir: Some(dir.to_owned()),
+            poll_interval: Duration::from_millis(10),
+            once: false,
+            metrics_addr: None,
+        },
+        targets: vec![Target::File(file.to_owned())],
+        store: Some(Store::open(dir).unwrap()),
+        saved: HashMap::new(),
+        files: HashMap::new(),
+        unreadable: HashMap::new(),
+        out: Outlet::Lines(Box::new(std::io::sink())),
+        own_output: None,
+        own_dirs: Vec::new(),
+        aliases: HashSet::new(),
+        metrics: FollowMetrics::new(),
+    }
+}
+
+/// A file that grew between the poll's look at it and its read is read past the size the
+/// look saw; once nothing more comes, its checkpoint names the size it now has, so that a
+/// restart takes it for unchanged.
+#[test]
+fn a_file_read_past_the_size_its_poll_saw_is_checkpointed_at_its_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("s.jsonl");
+    let sample = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("crates/adapters/tests/data/claude-subagent-agent-a3f9c1e.jsonl"),
+    )
+    .unwrap();
+    let lines: Vec<&[u8]> = sample.split_inclusive(|&b| b == b'\n').collect();
+    let (first, rest) = lines.split_at(lines.len() / 2);
+    std::fs::write(&file, first.concat()).unwrap();
+    let mut f = follower(&file, &dir.path().join("checkpoints"));
+    let seen_before = Stat::of(&std::fs::metadata(&file).unwrap());
+    // The agent writes on between the look and the read.
+    let mut w = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap();
+    std::io::Write::write_all(&mut w, &rest.concat()).unwrap();
+    drop(w);
+    f.step(&file, seen_before).unwrap();
+    let now = Stat::of(&std::fs::metadata(&file).unwrap());
+    f.step(&file, now).unwrap();
+    let saved = f.store.as_ref().unwrap().load().unwrap();
+    let cp = &saved[0];
+    assert_eq!(cp.position, sample.len() as u64, "read to its end");
+    assert_eq!(
+        (cp.size, cp.mtime_ns),
+        (now.size, now.mtime_ns),
+        "the checkpoint names the file as it is"
+    );
+}
+
+/// What a follower writes, kept for the test to read.
+#[derive(Clone, Default)]
+struct Written(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Written {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A follower of `file` that tells its format and writes to what it returns.
+fn detecting_follower(file: &Path, dir: &Path) -> (Follower, Written) {
+    let mut f = follower(file, &dir.join("checkpoints"));
+    f.s.format = None;
+    let written = Written::default();
+    f.out = Outlet::Lines(Box::new(written.clone()));
+    (f, written)
+}
+
+/// A Claude Code transcript of the adapters' samples.
+fn transcript() -> String {
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("crates/adapters/tests/data/claude-subagent-agent-a3f9c1e.jsonl"),
+    )
+    .unwrap()
+}
+
+/// A transcript saved with a byte order mark is told apart and followed as one without: the
+/// same events, when it is written in two pieces, the first cutting the mark.
+#[test]
+fn a_file_saved_with_a_byte_order_mark_is_followed_as_without() {
+    let sample = transcript().into_bytes();
+    let marked = [&toolcalls_model::bom::UTF8_BOM[..], &sample].concat();
+    let follow = |bytes: &[u8], cut: usize| {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("s.jsonl");
+        let (mut f, written) = detecting_follower(&file, dir.path());
+        for piece in [&bytes[..cut], bytes] {
+            std::fs::write(&file, piece).unwrap();
+            f.step(&file, Stat::of(&std::fs::metadata(&file).unwrap()))
+                .unwrap();
+        }
+        let out = written.0.lock().unwrap().clone();
+        out
+    };
+    let plain = follow(&sample, sample.len() / 2);
+    assert!(plain.split(|&b| b == b'\n').count() > 2, "no events");
+    assert_eq!(follow(&marked, 2), plain);
+    assert_eq!(follow(&marked, marked.len() / 2), plain);
+}
+
+/// A transcript saved as UTF-16 is said once and left, not read as lines that would every
+/// one be bad; converted, it is read.
+#[test]
+fn a_file_in_utf16_is_left_until_it_is_utf8() {
+    let sample = transcript();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("s.jsonl");
+    let (mut f, written) = detecting_follower(&file, dir.path());
+    let utf16: Vec<u8> = format!("\u{feff}{sample}")
+        .encode_utf16()
+        .flat_map(u16::to_le_bytes)
+        .collect();
+    for _ in 0..2 {
+        std::fs::write(&file, &utf16).unwrap();
+        f.step(&file, Stat::of(&std::fs::metadata(&file).unwrap()))
+            .unwrap();
+    }
+    assert!(written.0.lock().unwrap().is_empty());
+    assert_eq!(f.files[&file].said.len(), 1, "said once");
+    std::fs::write(&file, &sample).unwrap();
+    f.step(&file, Stat::of(&std::fs::metadata(&file).unwrap()))
+        .unwrap();
+    assert!(!written.0.lock().unwrap().is_empty(), "read once UTF-8");
+}
+
+#[test]
+fn the_streams_of_files_at_rest_are_let_go() {
+    let opts = Options::default();
+    let stream = || Stream::new(Format::ClaudeCode, "a.jsonl", &opts);
+    let start = Instant::now();
+    let now = start + STREAM_IDLE;
+    let mut files: HashMap<PathBuf, Tracked> = HashMap::new();
+    files.insert(
+        "idle".into(),
+        Tracked {
+            stream: stream(),
+            read_at: Some(start),
+            ..Tracked::default()
+        },
+    );
+    files.insert(
+        "busy".into(),
+        Tracked {
+            stream: stream(),
+            read_at: Some(now - Duration::from_secs(1)),
+            ..Tracked::default()
+        },
+    );
+    forget_idle_streams(&mut files, now);
+    assert!(files[Path::new("idle")].stream.is_none());
+    assert!(files[Path::new("busy")].stream.is_some());
+}
+
+/// A follower of everything under `root` (its checkpoints beside it), and what it wrote.
+fn follower_of_dir(root: &Path, checkpoints: &Path) -> (Follower, Written) {
+    let (mut f, written) = detecting_follower(root, checkpoints);
+    f.targets = vec![Target::Dir(root.to_owned())];
+    (f, written)
+}
+
+/// What `written` holds: one event a line.
+fn events(written: &Written) -> Vec<String> {
+    let bytes = written.0.lock().unwrap().clone();
+    String::from_utf8(bytes)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// What a follower that finds `bytes` as file `name` at its first look sends: one read of
+/// the whole file.
+fn read_whole(name: &str, bytes: &[u8]) -> Vec<String> {
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(other.path().join(name), bytes).unwrap();
+    let (mut once, whole) = follower_of_dir(other.path(), &other.path().join("cp"));
+    poll(&mut once);
+    events(&whole)
+}
+
+/// Asserts that the follower wrote `expected`, by count first (events are long lines).
+fn assert_wrote(written: &Written, expected: &[String], what: &str) {
+    let got = events(written);
+    assert_eq!(got.len(), expected.len(), "events written: {what}");
+    assert_eq!(got, expected, "{what}");
+}
+
+fn poll(f: &mut Follower) {
+    f.poll(&AtomicBool::new(false)).unwrap();
+}
+
+/// A follower of a directory holding one transcript, after its first poll.
+struct One {
+    root: tempfile::TempDir,
+    _checkpoints: tempfile::TempDir,
+    file: PathBuf,
+    f: Follower,
+    written: Written,
+    /// What the first poll sent.
+    first: Vec<String>,
+}
+
+fn one_transcript_followed() -> One {
+    let root = tempfile::tempdir().unwrap();
+    let checkpoints = tempfile::tempdir().unwrap();
+    let file = root.path().join("s.jsonl");
+    let (mut f, written) = follower_of_dir(root.path(), checkpoints.path());
+    std::fs::write(&file, transcript()).unwrap();
+    poll(&mut f);
+    let first = events(&written);
+    assert!(!first.is_empty());
+    One {
+        root,
+        _checkpoints: checkpoints,
+        file,
+        f,
+        written,
+        first,
+    }
+}
+
+/// A file cut to nothing and written again in pieces (line by line, as an agent that starts
+/// its transcript again writes it) sends nothing it delivered before the cut: the lines
+/// appended after the cut are checked as a whole read is.
+#[test]
+fn a_file_cut_and_written_again_in_pieces_sends_nothing_again() {
+    let sample = transcript();
+    // Bound, not `..`: the directories go when their binding does.
+    let One {
+        root: _root,
+        _checkpoints: _cps,
+        file,
+        mut f,
+        written,
+        first,
+    } = one_transcript_followed();
+    assert!(first.len() > 4, "{} events", first.len());
+    std::fs::write(&file, "").unwrap();
+    poll(&mut f);
+    let lines: Vec<&str> = sample.split_inclusive('\n').collect();
+    for n in [1, lines.len() / 3, lines.len() / 2, lines.len()] {
+        std::fs::write(&file, lines[..n].concat()).unwrap();
+        poll(&mut f);
+    }
+    assert_wrote(&written, &first, "the same events, once");
+    // What is new after the rewrite is sent.
+    let mut more = sample.clone();
+    more.push_str(&sample.replace("toolu_", "toolu_x"));
+    std::fs::write(&file, &more).unwrap();
+    poll(&mut f);
+    let all = read_whole("s.jsonl", more.as_bytes());
+    assert!(all.len() > first.len());
+    assert_wrote(&written, &all, "what is new is sent");
+}
+
+/// A file removed and made again while the follower runs, or out of sight for a poll, keeps
+/// what it delivered, as it would across a restart.
+#[test]
+fn a_file_removed_and_made_again_sends_nothing_again() {
+    let sample = transcript();
+    let One {
+        root,
+        _checkpoints: _cps,
+        file,
+        mut f,
+        written,
+        first,
+    } = one_transcript_followed();
+    std::fs::remove_file(&file).unwrap();
+    poll(&mut f);
+    assert!(f.files.is_empty(), "let go of");
+    std::fs::write(&file, &sample).unwrap();
+    poll(&mut f);
+    assert_wrote(&written, &first, "made again");
+    // Away and back under the same inode (its directory out of sight for a poll).
+    let away = root.path().join("s.jsonl.away");
+    std::fs::rename(&file, &away).unwrap();
+    poll(&mut f);
+    std::fs::rename(&away, &file).unwrap();
+    poll(&mut f);
+    assert_wrote(&written, &first, "back after a poll away");
+}
+
+/// A file under two paths (a symbolic link and a hard link beside it, a linked directory,
+/// one that links back above itself) is followed once.
+#[test]
+fn a_file_under_several_paths_is_followed_once() {
+    let sample = transcript();
+    let root = tempfile::tempdir().unwrap();
+    let cps = tempfile::tempdir().unwrap();
+    let sessions = root.path().join("sessions");
+    std::fs::create_dir(&sessions).unwrap();
+    let file = sessions.join("s.jsonl");
+    std::fs::write(&file, &sample).unwrap();
+    std::os::unix::fs::symlink(&file, root.path().join("link.jsonl")).unwrap();
+    std::fs::hard_link(&file, root.path().join("hard.jsonl")).unwrap();
+    std::os::unix::fs::symlink(&sessions, root.path().join("linked")).unwrap();
+    std::os::unix::fs::symlink(root.path(), sessions.join("up")).unwrap();
+    let (mut alone, once) = follower_of_dir(&sessions, cps.path());
+    alone.store = None;
+    poll(&mut alone);
+    let expected = events(&once);
+    assert!(!expected.is_empty());
+    let (mut f, written) = follower_of_dir(root.path(), cps.path());
+    poll(&mut f);
+    assert_wrote(&written, &expected, "followed once");
+    assert_eq!(f.files.len(), 1, "{:?}", f.files.keys().collect::<Vec<_>>());
+    let (path, _) = f.files.iter().next().unwrap();
+    assert!(
+        [&file, &root.path().join("hard.jsonl")].contains(&path),
+        "followed under a path that goes through no symbolic link: {}",
+        path.display()
+    );
+    // A file found through a linked directory alone is followed.
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(other.path().join("t.jsonl"), &sample).unwrap();
+    std::os::unix::fs::symlink(other.path(), root.path().join("other")).unwrap();
+    poll(&mut f);
+    assert!(f.files.contains_key(&root.path().join("other/t.jsonl")));
+}
+
+/// A file rewritten in place with the same start and no shorter (an editor's save, a file
+/// removed and made again on the same inode) is read again whole: read on from the old
+/// position, it would lose the lines before it that changed and cut one in two.
+#[test]
+fn a_file_rewritten_in_place_with_the_same_start_is_read_again_whole() {
+    let hooks = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/adapters/tests/data/claude-hooks.jsonl"),
+    )
+    .unwrap();
+    let lines: Vec<&str> = hooks.split_inclusive('\n').collect();
+    assert!(lines.len() >= 12);
+    let root = tempfile::tempdir().unwrap();
+    let cps = tempfile::tempdir().unwrap();
+    let file = root.path().join("h.jsonl");
+    let (mut f, written) = follower_of_dir(root.path(), cps.path());
+    std::fs::write(&file, lines[..6].concat()).unwrap();
+    poll(&mut f);
+    let rewritten = [&lines[..3], &lines[9..12], &lines[3..9]].concat().concat();
+    // In place: the same inode, the same first bytes, longer.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&file)
+        .and_then(|mut w| std::io::Write::write_all(&mut w, rewritten.as_bytes()))
+        .unwrap();
+    poll(&mut f);
+    let mut whole = read_whole("h.jsonl", rewritten.as_bytes());
+    let mut got = events(&written);
+    whole.sort();
+    got.sort();
+    assert!(!whole.is_empty());
+    assert_eq!(got, whole, "each event once, none lost");
+}
+
+/// A follower of `root` as `run` starts one: its checkpoints loaded.
+fn started(root: &Path, checkpoints: &Path) -> (Follower, Written) {
+    let (mut f, written) = follower_of_dir(root, checkpoints);
+    let saved = f.store.as_ref().unwrap().load().unwrap();
+    f.saved = saved.into_iter().map(|cp| (cp.path.clone(), cp)).collect();
+    (f, written)
+}
+
+/// The digest logs in `checkpoints`.
+fn logs(checkpoints: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(checkpoints)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "digests"))
+        .collect()
+}
+
+/// A directory holding `content` as `s.jsonl`, followed by a follower that polled once and
+/// stopped; its checkpoints, the file, and what it sent.
+fn followed_and_stopped(
+    content: &str,
+) -> (tempfile::TempDir, tempfile::TempDir, PathBuf, Vec<String>) {
+    let root = tempfile::tempdir().unwrap();
+    let cps = tempfile::tempdir().unwrap();
+    let file = root.path().join("s.jsonl");
+    std::fs::write(&file, content).unwrap();
+    let (mut f, written) = started(root.path(), cps.path());
+    poll(&mut f);
+    drop(f);
+    let sent = events(&written);
+    (root, cps, file, sent)
+}
+
+/// A digest log removed, or cut short, while the follower was stopped: what the file held
+/// up to its checkpoint's position is not sent again when the file still holds it.
+#[test]
+fn a_lost_digest_log_sends_nothing_the_checkpoint_covers() {
+    let sample = transcript();
+    let lines: Vec<&str> = sample.split_inclusive('\n').collect();
+    assert!(lines.len() >= 6);
+    let half = lines[..lines.len() / 2].concat();
+    let all = read_whole("s.jsonl", sample.as_bytes());
+    for damage in ["removed", "cut short"] {
+        let (root, cps, file, first) = followed_and_stopped(&half);
+        assert!(!first.is_empty() && first.len() < all.len());
+        let [log] = &logs(&cps.path().join("checkpoints"))[..] else {
+            panic!("one digest log")
+        };
+        match damage {
+            "removed" => std::fs::remove_file(log).unwrap(),
+            _ => {
+                let len = std::fs::metadata(log).unwrap().len();
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(log)
+                    .and_then(|f| f.set_len(len / 16 * 8))
+                    .unwrap();
+            }
+        }
+        std::fs::write(&file, &sample).unwrap();
+        let (mut f, second) = started(root.path(), cps.path());
+        poll(&mut f);
+        let mut sent = first.clone();
+        sent.extend(events(&second));
+        assert_eq!(sent, all, "digest log {damage}: each event once");
+        // The digests taken as delivered are written down: a third start sends nothing.
+        drop(f);
+        let later = format!("{sample}\n");
+        std::fs::write(&file, later).unwrap();
+        let (mut f, third) = started(root.path(), cps.path());
+        poll(&mut f);
+        assert_eq!(events(&third), Vec::<String>::new(), "digest log {damage}");
+    }
+}
+
+/// When the file changed under a lost digest log, nothing tells what was delivered: its
+/// events are sent again rather than any lost.
+#[test]
+fn a_lost_digest_log_and_a_changed_file_send_again() {
+    let sample = transcript();
+    let (root, cps, file, _) = followed_and_stopped(&sample);
+    for log in logs(&cps.path().join("checkpoints")) {
+        std::fs::remove_file(log).unwrap();
+    }
+    let changed = sample.replacen('{', "{ ", 1);
+    std::fs::write(&file, &changed).unwrap();
+    let (mut f, again) = started(root.path(), cps.path());
+    poll(&mut f);
+    assert_eq!(events(&again), read_whole("s.jsonl", changed.as_bytes()));
+}
