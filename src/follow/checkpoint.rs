@@ -63,21 +63,51 @@ pub struct Checkpoint {
 
 /// The digests of the events delivered from one file, each as many times as it was delivered
 /// (a file may hold an event twice). Kept as sorted hex strings.
+///
+/// A file at rest needs none of them, and a follower of many files would hold every event they
+/// ever gave: its digests stay in the log until the file is read ([`Delivered::on_disk`]), and
+/// go back there when it rests again ([`Delivered::put_away`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Delivered {
     counts: HashMap<u64, u32>,
     /// The sum of `counts`: how many digests the log holds.
     total: u64,
+    /// `counts` are not read from the log (they are all in it).
+    on_disk: bool,
 }
 
 impl Delivered {
+    /// The `total` digests of a log, left in it.
+    pub fn on_disk(total: u64) -> Delivered {
+        Delivered {
+            counts: HashMap::new(),
+            total,
+            on_disk: true,
+        }
+    }
+
+    /// Whether the digests are in the log only (to be read with [`Store::delivered`]).
+    pub fn is_on_disk(&self) -> bool {
+        self.on_disk
+    }
+
+    /// Lets go of the digests in memory; the log holds every one of them.
+    pub fn put_away(&mut self) {
+        self.counts = HashMap::new();
+        self.on_disk = true;
+    }
+
     /// How many times an event with this digest was delivered.
     pub fn count(&self, digest: u64) -> u32 {
+        debug_assert!(!self.on_disk, "digests read before they were loaded");
         self.counts.get(&digest).copied().unwrap_or(0)
     }
 
+    /// One more delivery of `digest` (appended to the log when the checkpoint is saved).
     pub fn add(&mut self, digest: u64) {
-        *self.counts.entry(digest).or_default() += 1;
+        if !self.on_disk {
+            *self.counts.entry(digest).or_default() += 1;
+        }
         self.total += 1;
     }
 
@@ -209,23 +239,21 @@ impl Store {
                 .and_then(|b| Ok(serde_json::from_slice::<Checkpoint>(&b)?))
             {
                 Ok(mut cp) if cp.version == VERSION => {
-                    let logged = self.read_digests(&cp.path)?;
+                    let logged = self.logged(&cp.path)?;
                     cp.digests_lost = match cp.digests {
-                        Some(n) => (logged.len() as u64) < n,
-                        None => logged.is_empty() && cp.events > 0,
+                        Some(n) => logged < n,
+                        None => logged == 0 && cp.events > 0,
                     };
                     if cp.digests_lost {
                         tracing::warn!(
                             checkpoint = %path.display(),
                             file = %cp.path,
-                            digests = logged.len(),
+                            digests = logged,
                             written = cp.digests,
                             "the digest log holds fewer digests than were written to it (removed or cut short); what the file held up to its checkpoint's position is taken as delivered if it still holds it, and sent again if not"
                         );
                     }
-                    for d in logged {
-                        cp.delivered.add(d);
-                    }
+                    cp.delivered = Delivered::on_disk(logged);
                     out.push(cp);
                 }
                 Ok(cp) if cp.version == 1 => {
@@ -251,7 +279,7 @@ impl Store {
     /// Appends `fresh` to the digest log of `cp`'s file, then writes `cp`.
     pub fn save(&self, cp: &Checkpoint, fresh: &[u64]) -> anyhow::Result<()> {
         if !fresh.is_empty() {
-            let path = self.file_of(&cp.path).with_extension("digests");
+            let path = self.log_of(&cp.path);
             let append = || -> std::io::Result<()> {
                 let mut f = std::fs::OpenOptions::new()
                     .create(true)
@@ -276,18 +304,43 @@ impl Store {
         self.write_head(cp)
     }
 
-    /// Writes `cp` with its digest log anew (digests pruned, or the file followed under a new name).
+    /// Writes `cp` with its digest log anew (digests pruned, or taken as delivered); a log whose
+    /// digests are not in memory is left as it is.
     pub fn save_all(&self, cp: &Checkpoint) -> anyhow::Result<()> {
+        if cp.delivered.is_on_disk() {
+            return self.write_head(cp);
+        }
         let all = cp.delivered.each();
-        let target = self.file_of(&cp.path).with_extension("digests");
+        let target = self.log_of(&cp.path);
         self.write_atomically(&target, &encode_digests(all))?;
         self.write_head(cp)
     }
 
     /// Moves the checkpoint of `from` to `cp.path`.
     pub fn rename(&self, from: &str, cp: &Checkpoint) -> anyhow::Result<()> {
+        if cp.delivered.is_on_disk() {
+            let (old, new) = (self.log_of(from), self.log_of(&cp.path));
+            match std::fs::rename(&old, &new) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(e).with_context(|| {
+                        format!("cannot move {} to {}", old.display(), new.display())
+                    })
+                }
+                _ => {}
+            }
+        }
         self.save_all(cp)?;
         self.remove(from)
+    }
+
+    /// How many whole digests the log of `path` holds, without reading them.
+    fn logged(&self, path: &str) -> anyhow::Result<u64> {
+        let file = self.log_of(path);
+        match std::fs::metadata(&file) {
+            Ok(m) => Ok(m.len() / 8),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+            Err(e) => Err(e).with_context(|| format!("cannot read {}", file.display())),
+        }
     }
 
     /// What the digest log of `path` says was delivered, whether or not its checkpoint can be
@@ -302,7 +355,7 @@ impl Store {
 
     /// The digests logged for `path`; a digest cut short by a crash is left out.
     fn read_digests(&self, path: &str) -> anyhow::Result<Vec<u64>> {
-        let file = self.file_of(path).with_extension("digests");
+        let file = self.log_of(path);
         match std::fs::read(&file) {
             Ok(bytes) => Ok(bytes
                 .chunks_exact(8)
@@ -354,6 +407,11 @@ impl Store {
         Ok(())
     }
 
+    /// The digest log beside the checkpoint of `path`.
+    fn log_of(&self, path: &str) -> PathBuf {
+        self.file_of(path).with_extension("digests")
+    }
+
     /// `<dir>/<first 16 hex digits of SHA-256 of the path>.json`.
     fn file_of(&self, path: &str) -> PathBuf {
         let d = Sha256::digest(path.as_bytes());
@@ -382,19 +440,24 @@ mod tests {
         let loaded = store.load().unwrap();
         assert_eq!(loaded.len(), 1, "one file per path");
         assert_eq!(loaded[0].position, 20);
-        assert_eq!(loaded[0].delivered.count(7), 2, "appended twice");
-        assert_eq!(loaded[0].delivered.count(u64::MAX), 1);
+        assert_eq!(
+            store.delivered("/x/a.jsonl").unwrap().count(7),
+            2,
+            "appended twice"
+        );
+        assert_eq!(store.delivered("/x/a.jsonl").unwrap().count(u64::MAX), 1);
 
         // A crash in the middle of an append leaves a digest cut short: it is not one, and the
         // next append goes after the last whole one.
         let log = store.file_of("/x/a.jsonl").with_extension("digests");
         let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
         f.write_all(&[1, 2, 3]).unwrap();
-        assert_eq!(store.load().unwrap()[0].delivered.len(), 2);
+        assert_eq!(store.delivered("/x/a.jsonl").unwrap().len(), 2);
         store.save(&cp, &[5]).unwrap();
         let loaded = store.load().unwrap();
-        assert_eq!(loaded[0].delivered.count(5), 1, "read at its offset");
-        assert_eq!(loaded[0].delivered.count(7), 2);
+        let delivered = store.delivered("/x/a.jsonl").unwrap();
+        assert_eq!(delivered.count(5), 1, "read at its offset");
+        assert_eq!(delivered.count(7), 2);
         store.remove("/x/a.jsonl").unwrap();
         store.save(&cp, &[7, 7]).unwrap();
         store.save(&cp, &[u64::MAX]).unwrap();
@@ -406,7 +469,7 @@ mod tests {
         let loaded = store.load().unwrap();
         assert_eq!(loaded.len(), 1);
         assert_eq!(loaded[0].path, "/x/b.jsonl");
-        assert_eq!(loaded[0].delivered.count(7), 2);
+        assert_eq!(store.delivered("/x/b.jsonl").unwrap().count(7), 2);
         store.remove("/x/b.jsonl").unwrap();
         assert!(store.load().unwrap().is_empty());
         assert_eq!(
@@ -462,10 +525,8 @@ mod tests {
         // Later steps only append: the old digests must be in the log by now.
         store.save(&loaded[0], &[9]).unwrap();
         let again = store.load().unwrap();
-        assert_eq!(
-            (again[0].delivered.count(7), again[0].delivered.count(9)),
-            (2, 1)
-        );
+        let delivered = store.delivered("/x/a.jsonl").unwrap();
+        assert_eq!((delivered.count(7), delivered.count(9)), (2, 1));
         assert_eq!(again[0].version, VERSION);
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -173,18 +173,22 @@ impl Tracked {
 /// A stream is kept this long after its file last changed. It holds the adapter's state for the
 /// whole file (ids seen, pending names), and a projects folder keeps every session it ever had:
 /// streams of finished sessions are let go, and a file that changes again after that is read
-/// whole once (its digests keep what was delivered) and streamed on from there.
+/// whole once (its digests keep what was delivered) and streamed on from there. Its digests go
+/// back to their log at the same time, for the same reason.
 const STREAM_IDLE: Duration = Duration::from_secs(300);
 
-/// Lets go of the streams of files that have not changed for [`STREAM_IDLE`].
-fn forget_idle_streams(files: &mut HashMap<PathBuf, Tracked>, now: Instant) {
+/// Lets go of the streams of files that have not changed for [`STREAM_IDLE`], and with a
+/// checkpoint store (`digests_logged`) of their digests in memory.
+fn forget_idle(files: &mut HashMap<PathBuf, Tracked>, now: Instant, digests_logged: bool) {
     for t in files.values_mut() {
-        if t.stream.is_some()
-            && t.read_at
-                .is_some_and(|at| now.duration_since(at) >= STREAM_IDLE)
+        if t.read_at
+            .is_some_and(|at| now.duration_since(at) >= STREAM_IDLE)
         {
             t.stream = None;
             t.held = HashMap::new();
+            if digests_logged && !t.cp.delivered.is_on_disk() {
+                t.cp.delivered.put_away();
+            }
         }
     }
 }
@@ -245,7 +249,7 @@ impl Follower {
                 self.note_behind(path, stat.size.saturating_sub(t.cp.position));
             }
         }
-        forget_idle_streams(&mut self.files, Instant::now());
+        forget_idle(&mut self.files, Instant::now(), self.store.is_some());
         let files_unreadable = self.files.values().filter(|t| t.unreadable).count();
         self.metrics
             .unreadable
@@ -306,8 +310,12 @@ impl Follower {
                 .metrics
                 .behind
                 .remove_label_values(&[&path.display().to_string()]);
-            if t.cp.ino != 0 || t.cp.delivered.len() > 0 {
-                self.saved.insert(t.cp.path.clone(), t.cp);
+            let mut cp = t.cp;
+            if cp.ino != 0 || cp.delivered.total() > 0 {
+                if self.store.is_some() {
+                    cp.delivered.put_away();
+                }
+                self.saved.insert(cp.path.clone(), cp);
             }
         }
     }
@@ -383,7 +391,7 @@ impl Follower {
                     .map(|(p, _)| p.clone());
                 if let Some(old) = old {
                     let mut cp = self.saved.remove(&old).expect("found above");
-                    tracing::info!(from = %old, to = %key, "renamed while stopped");
+                    tracing::info!(from = %old, to = %key, "renamed while out of sight (the follower stopped, or the file not found for a while)");
                     cp.path = key.clone();
                     if let Some(store) = &self.store {
                         store.rename(&old, &cp)?;
@@ -517,6 +525,11 @@ impl Follower {
             };
             (stream, parsed)
         };
+        if t.cp.delivered.is_on_disk() {
+            if let Some(store) = &self.store {
+                t.cp.delivered = store.delivered(&name)?;
+            }
+        }
         let recovered = std::mem::take(&mut t.cp.digests_lost);
         if recovered {
             if same_file && still_holds_what_was_read(&bytes[..ready], &t.cp) {

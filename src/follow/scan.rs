@@ -75,7 +75,14 @@ pub fn files(targets: &[Target], skip: &[(u64, u64)]) -> Found {
             Target::File(p) => match std::fs::metadata(p) {
                 Ok(m) if m.is_dir() => walk(p, &mut transcript_like, &mut found),
                 Ok(m) if m.is_file() => found.files.push(p.clone()),
-                Ok(_) => {}
+                // Named on its own, so said: what is read from a FIFO or a device once is gone,
+                // and cannot be read again from its start as following needs.
+                Ok(_) => found.unreadable.push((
+                    p.clone(),
+                    std::io::Error::other(
+                        "not a regular file (a FIFO, socket or device): --follow reads files it can read again from their start; pipe into `toolcalls ingest -` instead",
+                    ),
+                )),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => found.unreadable.push((p.clone(), e)),
             },
@@ -296,5 +303,23 @@ mod tests {
         assert!(found.files.is_empty());
         assert_eq!(found.unreadable.len(), 1, "{:?}", found.unreadable);
         assert_eq!(found.unreadable[0].0, file);
+    }
+
+    /// A path named on its own that holds no regular file (here a socket; a FIFO alike) is
+    /// said, not passed over; one found in a directory is not a transcript and is passed over.
+    #[test]
+    fn a_named_path_that_is_no_regular_file_is_said() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("s.jsonl");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let found = files(&[Target::of(&socket)], &[]);
+        assert!(found.files.is_empty());
+        assert_eq!(found.unreadable.len(), 1, "{:?}", found.unreadable);
+        assert!(found.unreadable[0]
+            .1
+            .to_string()
+            .contains("not a regular file"));
+        let found = files(&[Target::Dir(dir.path().to_owned())], &[]);
+        assert!(found.files.is_empty() && found.unreadable.is_empty());
     }
 }

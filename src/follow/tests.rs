@@ -172,9 +172,55 @@ fn the_streams_of_files_at_rest_are_let_go() {
             ..Tracked::default()
         },
     );
-    forget_idle_streams(&mut files, now);
+    for t in files.values_mut() {
+        t.cp.delivered.add(7);
+    }
+    forget_idle(&mut files, now, true);
     assert!(files[Path::new("idle")].stream.is_none());
     assert!(files[Path::new("busy")].stream.is_some());
+    assert!(files[Path::new("idle")].cp.delivered.is_on_disk());
+    assert!(!files[Path::new("busy")].cp.delivered.is_on_disk());
+    // Without a store, memory is where the digests are.
+    files.get_mut(Path::new("idle")).unwrap().cp.delivered = Delivered::default();
+    forget_idle(&mut files, now, false);
+    assert!(!files[Path::new("idle")].cp.delivered.is_on_disk());
+}
+
+/// A file whose digests went back to their log while it rested, and one a restart left in the
+/// log, send nothing again when they change: the digests are read back first.
+#[test]
+fn digests_put_away_are_read_back_when_the_file_changes() {
+    let sample = transcript();
+    let One {
+        root: _root,
+        _checkpoints: _cps,
+        file,
+        mut f,
+        written,
+        first,
+    } = one_transcript_followed();
+    forget_idle(&mut f.files, Instant::now() + STREAM_IDLE, true);
+    assert!(f.files[&file].cp.delivered.is_on_disk());
+    grow_and_check(&mut f, &file, &sample, (&written, &first));
+    assert!(!f.files[&file].cp.delivered.is_on_disk(), "read back");
+}
+
+/// Writes `sample` followed by its calls under other ids as `file`, polls, and checks that the
+/// follower has written (`written`, of which `first` before) one whole read of it: only the new
+/// calls were sent.
+fn grow_and_check(
+    f: &mut Follower,
+    file: &Path,
+    sample: &str,
+    (written, first): (&Written, &[String]),
+) {
+    let mut more = sample.to_owned();
+    more.push_str(&sample.replace("toolu_", "toolu_x"));
+    std::fs::write(file, &more).unwrap();
+    poll(f);
+    let all = read_whole("s.jsonl", more.as_bytes());
+    assert!(all.len() > first.len());
+    assert_wrote(written, &all, "what is new is sent");
 }
 
 /// A follower of everything under `root` (its checkpoints beside it), and what it wrote.
@@ -270,13 +316,7 @@ fn a_file_cut_and_written_again_in_pieces_sends_nothing_again() {
     }
     assert_wrote(&written, &first, "the same events, once");
     // What is new after the rewrite is sent.
-    let mut more = sample.clone();
-    more.push_str(&sample.replace("toolu_", "toolu_x"));
-    std::fs::write(&file, &more).unwrap();
-    poll(&mut f);
-    let all = read_whole("s.jsonl", more.as_bytes());
-    assert!(all.len() > first.len());
-    assert_wrote(&written, &all, "what is new is sent");
+    grow_and_check(&mut f, &file, &sample, (&written, &first));
 }
 
 /// A file removed and made again while the follower runs, or out of sight for a poll, keeps
