@@ -26,14 +26,17 @@ pub const MIN_TOKEN_CHARS: usize = 16;
 
 impl Secret {
     /// Whether `headers` carry `Authorization: Bearer <this secret>`, compared in constant time.
-    /// The scheme's name is matched in any case (RFC 9110, 11.1).
+    /// The scheme's name is matched in any case (RFC 9110, 11.1), and one or more spaces may
+    /// follow it (`1*SP`, RFC 6750, 2.1).
     pub fn is_bearer_in(&self, headers: &axum::http::HeaderMap) -> bool {
         headers
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.split_once(' '))
             .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("Bearer"))
-            .is_some_and(|(_, given)| same_secret(given.as_bytes(), self.0.as_bytes()))
+            .is_some_and(|(_, given)| {
+                same_secret(given.trim_start_matches(' ').as_bytes(), self.0.as_bytes())
+            })
     }
 
     /// Refuses a token given with `flag` that a client could guess or never send: empty,
@@ -88,7 +91,8 @@ mod tests {
         assert!(with("Bearer t0ken"));
         assert!(with("bearer t0ken") && with("BEARER t0ken"));
         assert!(!with("Bearer t0ke"));
-        assert!(!with("Bearer  t0ken"));
+        assert!(with("Bearer  t0ken"), "1*SP");
+        assert!(!with("Bearer\tt0ken") && !with("Bearer t0ken t0ken"));
         assert!(!with("Basic t0ken"));
         assert!(!secret.is_bearer_in(&axum::http::HeaderMap::new()));
     }
