@@ -1,6 +1,6 @@
 //! The follower fed mutated transcripts as an agent writes them: in pieces cut anywhere, polled
 //! between pieces, at times cut to nothing and written again, at times restarted on its
-//! checkpoints. Nothing may panic, and what it delivers is what one read of the final file gives:
+//! checkpoints (a third of the restarts with its digest log removed or cut short). Nothing may panic, and what it delivers is what one read of the final file gives:
 //! the same events, each as many times, for a file read line by line (through a `Stream`); for a
 //! file parsed whole at each change — a document, which may change between saves, or a line
 //! format whose events depend on what follows them (an ADK call held until its arguments come is
@@ -93,14 +93,7 @@ fn poll(f: &mut Follower) {
 }
 
 /// A follower restarted on its checkpoints, as after a kill between two polls.
-fn restarted(
-    old: Follower,
-    root: &Path,
-    format: Format,
-    checkpoints: &Path,
-    sink: &Sink,
-) -> Follower {
-    drop(old);
+fn restarted(root: &Path, format: Format, checkpoints: &Path, sink: &Sink) -> Follower {
     let mut f = follower(root, format, Some(checkpoints), sink);
     let saved = f
         .store
@@ -110,6 +103,33 @@ fn restarted(
         .expect("the checkpoints load");
     f.saved = saved.into_iter().map(|cp| (cp.path.clone(), cp)).collect();
     f
+}
+
+/// Removes the digest log in `checkpoints`, or cuts it to fewer whole digests; whether there was
+/// one with digests to damage.
+fn damage_a_digest_log(rng: &mut Rng, checkpoints: &Path) -> bool {
+    let Some(log) = std::fs::read_dir(checkpoints)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "digests"))
+    else {
+        return false;
+    };
+    let digests = std::fs::metadata(&log).unwrap().len() / 8;
+    if digests == 0 {
+        return false;
+    }
+    if rng.chance(50) {
+        std::fs::remove_file(&log).unwrap();
+    } else {
+        let keep = rng.below(digests as usize) as u64;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&log)
+            .and_then(|f| f.set_len(keep * 8))
+            .unwrap();
+    }
+    true
 }
 
 /// Follows `bytes` written as file `name` in random pieces (chosen by `rng`), then checks what
@@ -126,8 +146,13 @@ fn follow_in_pieces(rng: &mut Rng, name: &str, format: Format, bytes: &[u8]) {
     cuts.push(bytes.len());
     cuts.sort_unstable();
     let mut written = 0;
+    // A digest log damaged at a restart is made good from the checkpoint's position by the next
+    // read, when the file still holds what was read; a file cut before that read has nothing to
+    // make it good from, and sends its events again, as documented: then only the superset holds.
+    let (mut damaged, mut resent) = (false, false);
     for cut in cuts {
         if rng.chance(15) && written > 0 {
+            resent |= damaged;
             // Cut to nothing, then written again up to where it was, in two pieces.
             std::fs::write(&file, b"").unwrap();
             poll(&mut f);
@@ -143,10 +168,17 @@ fn follow_in_pieces(rng: &mut Rng, name: &str, format: Format, bytes: &[u8]) {
             .unwrap();
         out.write_all(&bytes[written..cut]).unwrap();
         drop(out);
+        if cut > written {
+            damaged = false;
+        }
         written = cut;
         poll(&mut f);
         if rng.chance(20) {
-            f = restarted(f, root.path(), format, checkpoints.path(), &sink);
+            drop(f);
+            if rng.chance(33) {
+                damaged |= damage_a_digest_log(rng, checkpoints.path());
+            }
+            f = restarted(root.path(), format, checkpoints.path(), &sink);
             poll(&mut f);
         }
     }
@@ -159,7 +191,7 @@ fn follow_in_pieces(rng: &mut Rng, name: &str, format: Format, bytes: &[u8]) {
     let (got, want) = (sink.lines(), whole.lines());
     let read_line_by_line = !complete::is_document(format, bytes)
         && Stream::new(format, name, &Options::default()).is_some();
-    if !read_line_by_line {
+    if !read_line_by_line || resent {
         let mut left: Vec<&String> = got.iter().collect();
         for event in &want {
             let Some(i) = left.iter().position(|e| *e == event) else {
