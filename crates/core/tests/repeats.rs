@@ -134,12 +134,7 @@ fn idless_repeats_are_known_after_a_restore() {
     h.apply(ev("s").at(12).announce("Write", json!({})));
     h.apply(ev("s").at(13).done_tool("Grep", json!(2)));
     h.take();
-    let latest: Vec<(String, Vec<u8>)> =
-        h.c.take_changelog()
-            .into_iter()
-            .filter_map(|op| Some((op.key, op.value?)))
-            .collect();
-    let mut restored = toolcalls_core::Correlator::restore(config(), latest).unwrap();
+    let mut restored = restored_from(&mut h);
     let mut out = toolcalls_core::Effects::default();
     let pos = toolcalls_core::Position::new(0, 100);
     assert_eq!(restored.apply(call(), pos, &mut out), Outcome::Late);
@@ -149,4 +144,88 @@ fn idless_repeats_are_known_after_a_restore() {
     let grep = ev("s").at(13).done_tool("Grep", json!(2));
     assert_eq!(restored.apply(grep, pos, &mut out), Outcome::Duplicate);
     assert!(out.records.is_empty());
+}
+
+#[test]
+fn a_copy_of_an_idless_fact_is_a_duplicate_while_pending_and_late_once_closed() {
+    let mut h = Harness::new();
+    let args = json!({"x": 1});
+    let cs = checksum_of("T", Some(&args));
+    h.apply(ev("s").id("1").at(0).announce("T", args.clone()));
+    h.apply(ev("s").id("2").at(1).announce("T", args.clone()));
+    let start = || ev("s").at(10).exec_start(cs.clone());
+    let end = || ev("s").at(30).exec_end(cs.clone(), false, 20);
+    assert_eq!(h.apply(start()), Outcome::Merged);
+    // The copy goes to the call that took the original, not to the identical one lacking it.
+    assert_eq!(h.apply(start()), Outcome::Duplicate);
+    assert_eq!(h.apply(end()), Outcome::Merged);
+    assert_eq!(h.apply(end()), Outcome::Duplicate);
+    h.apply(ev("s").id("1").at(31).done(json!(1)));
+    let r = h.one();
+    assert_eq!(
+        (r.correlation.duplicates, r.correlation.events_merged),
+        (2, 6)
+    );
+    assert_eq!(r.status.started_at, Some(t(10)));
+    // Once the call is closed, copies are late: no record of their own, ever.
+    assert_eq!(h.apply(start()), Outcome::Late);
+    assert_eq!(h.apply(end()), Outcome::Late);
+    h.apply(ev("s").id("2").at(40).done(json!(2)));
+    let r = h.one();
+    assert_eq!(
+        r.status.started_at,
+        Some(t(1)),
+        "no execution start reached the second call: it started when announced"
+    );
+    h.advance(1_000_000);
+    assert!(h.take().is_empty());
+}
+
+#[test]
+fn a_copy_of_a_fact_with_an_id_is_not_merged_twice() {
+    let mut h = Harness::new();
+    h.apply(ev("s").id("c").at(0).announce("Read", json!({})));
+    let hook = || ev("s").id("c").at(1).hook("pre", HookVerdict::Allow);
+    assert_eq!(h.apply(hook()), Outcome::Merged);
+    assert_eq!(h.apply(hook()), Outcome::Duplicate);
+    let approval = || {
+        ev("s")
+            .id("c")
+            .at(2)
+            .approval(ApprovalDecision::Approved, Some("me"))
+    };
+    assert_eq!(h.apply(approval()), Outcome::Merged);
+    assert_eq!(h.apply(approval()), Outcome::Duplicate);
+    h.apply(ev("s").id("c").at(3).done(json!(1)));
+    let r = h.one();
+    assert_eq!(r.status.hook_decisions.len(), 1);
+    assert_eq!(r.correlation.duplicates, 2);
+    assert_eq!(h.apply(hook()), Outcome::Late);
+}
+
+#[test]
+fn a_copy_of_an_idless_fact_is_late_after_a_restore() {
+    let mut h = Harness::new();
+    let args = json!({"x": 1});
+    let cs = checksum_of("T", Some(&args));
+    h.apply(ev("s").id("1").at(0).announce("T", args));
+    h.apply(ev("s").at(10).exec_start(cs.clone()));
+    h.apply(ev("s").id("1").at(31).done(json!(1)));
+    h.one();
+    let mut restored = restored_from(&mut h);
+    let mut out = toolcalls_core::Effects::default();
+    let pos = toolcalls_core::Position::new(0, 100);
+    let copy = ev("s").at(10).exec_start(cs);
+    assert_eq!(restored.apply(copy, pos, &mut out), Outcome::Late);
+    assert!(out.records.is_empty());
+}
+
+/// A correlator restored from everything `h` wrote to its changelog.
+fn restored_from(h: &mut Harness) -> toolcalls_core::Correlator {
+    let latest: Vec<(String, Vec<u8>)> =
+        h.c.take_changelog()
+            .into_iter()
+            .filter_map(|op| Some((op.key, op.value?)))
+            .collect();
+    toolcalls_core::Correlator::restore(config(), latest).unwrap()
 }

@@ -58,9 +58,9 @@ impl Correlator {
         Outcome::Applied
     }
 
-    /// Closes a pending call: publishes its record and remembers it — its ids, the repeat key of
-    /// an announce without one, its idempotency key — for `dedupe_window` (or the idempotency
-    /// window if that is longer).
+    /// Closes a pending call: publishes its record and remembers it — its ids, the repeat keys
+    /// of an announce without one and of the facts it took, its idempotency key — for
+    /// `dedupe_window` (or the idempotency window if that is longer).
     pub(super) fn close_call(
         &mut self,
         seq: u64,
@@ -71,10 +71,12 @@ impl Correlator {
         out: &mut Effects,
     ) {
         // The tool slot may go with the call: take the name first.
-        let (tool, announce_key) = match self.entries.call(seq) {
+        let (tool, keys) = match self.entries.call(seq) {
             Some(c) => {
                 let tool = self.scopes.get(c.scope).tool_name(c.tool);
-                (tool.to_owned(), repeats::of_call(c, tool))
+                let mut keys = repeats::of_facts(c);
+                keys.extend(repeats::of_call(c, tool));
+                (tool.to_owned(), keys)
             }
             None => return,
         };
@@ -99,7 +101,7 @@ impl Correlator {
             reason,
             link,
         );
-        let repeats: Box<[u64]> = announce_key.into_iter().collect();
+        let repeats: Box<[u64]> = keys.into_boxed_slice();
         if !ids.is_empty() || idem.is_some() || !repeats.is_empty() {
             let window = if idem.is_some() {
                 self.config

@@ -4,7 +4,8 @@
 
 use super::footprint::call_bytes;
 use super::merge::{add_to_waiting, fold_approval, merge_call_attributes};
-use super::rules::Hints;
+use super::repeats;
+use super::rules::{holds, Hints};
 use super::{Correlator, Envelope, Subject};
 use crate::state::{DeadlineCause, Digest, Fact, Live};
 use crate::Outcome;
@@ -21,9 +22,36 @@ impl Correlator {
                 (Some(tool), Some(args)) => Some(Digest(digest_of_json(tool, Some(args)))),
                 _ => None,
             });
+        // Without an id, a copy of a fact about a call known by its checksum is known by its
+        // repeat key (`repeats.rs`), filed under the call it went into, or its waiting entry.
+        let repeat = env
+            .call_id
+            .is_none()
+            .then_some(checksum.as_ref())
+            .flatten()
+            .map(|cs| repeats::fact_key(&fact, cs));
+        if let Some(&seq) = repeat.and_then(|key| self.scopes.get(ix).repeats.get(&key)) {
+            match self.entries.live(seq) {
+                Some(Live::Call(_)) => return self.repeat_of_fact(seq, time),
+                Some(Live::Waiting(_)) => {
+                    if let Some(Live::Waiting(waiting)) = self.entries.live_mut(seq) {
+                        waiting.events = waiting.events.saturating_add(1);
+                        waiting.duplicates = waiting.duplicates.saturating_add(1);
+                    }
+                    self.note_merged(seq);
+                    self.touch(seq);
+                    return Outcome::Duplicate;
+                }
+                None if self.entries.closed.contains_key(&seq) => return Outcome::Late,
+                None => {}
+            }
+        }
         if let Some(seq) = env.call_id.as_ref().and_then(|id| self.holder(ix, id)) {
             match self.entries.live_mut(seq) {
-                Some(Live::Call(_)) => {
+                Some(Live::Call(call)) => {
+                    if holds(call, &fact) {
+                        return self.repeat_of_fact(seq, time);
+                    }
                     self.merge_fact(seq, fact, time, env.attributes);
                     return Outcome::Merged;
                 }
@@ -59,7 +87,18 @@ impl Correlator {
             last_resort: false,
         };
         if let Some(link) = self.find_call(ix, &hints) {
+            // The calls that lack the fact are preferred: one that holds it took a copy of it.
+            if self
+                .entries
+                .call(link.seq)
+                .is_some_and(|call| holds(call, &fact))
+            {
+                return self.repeat_of_fact(link.seq, time);
+            }
             self.merge_fact(link.seq, fact, time, env.attributes);
+            if let Some(key) = repeat {
+                self.scopes.get_mut(ix).repeats.insert(key, link.seq);
+            }
             return Outcome::Merged;
         }
         self.park(
@@ -70,9 +109,22 @@ impl Correlator {
             },
             None,
             Some(fact),
-            None,
+            repeat,
         );
         Outcome::Pending
+    }
+
+    /// A copy of a fact pending call `seq` took (at `time`): counted on the call, not merged
+    /// again.
+    fn repeat_of_fact(&mut self, seq: u64, time: Timestamp) -> Outcome {
+        if let Some(call) = self.entries.call_mut(seq) {
+            call.events = call.events.saturating_add(1);
+            call.duplicates = call.duplicates.saturating_add(1);
+            call.updated_at = call.updated_at.max(time);
+        }
+        self.note_merged(seq);
+        self.touch(seq);
+        Outcome::Duplicate
     }
 
     /// Merges the fact of an event (at `time`, with its `attributes`) into the pending call `seq`.

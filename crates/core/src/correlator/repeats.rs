@@ -15,11 +15,15 @@
 //! opened, the waiting result its completion parked, or the closed call either went into. The
 //! entries are filed and taken out with the ids (`indexes.rs`).
 
-use crate::state::{Call, Digest, Done, WaitingResult};
-use toolcalls_model::{Json, Timestamp};
+use crate::state::{Call, Digest, Done, ExecEnd, Fact, WaitingResult};
+use toolcalls_model::{ApprovalDecision, HookDecisionEntry, Json, Timestamp};
 
 const ANNOUNCE: u8 = 1;
 const COMPLETION: u8 = 2;
+const EXEC_START: u8 = 3;
+const EXEC_END: u8 = 4;
+const APPROVAL: u8 = 5;
+const HOOK: u8 = 6;
 
 /// The repeat key of an announce without an id.
 pub(crate) fn announce_key(tool: &str, checksum: Option<&Digest>, time: Timestamp) -> u64 {
@@ -46,14 +50,96 @@ pub(crate) fn of_call(call: &Call, tool: &str) -> Option<u64> {
     (!call.has_id).then(|| announce_key(tool, call.checksum.as_ref(), call.created_at))
 }
 
-/// The repeat key of a waiting result's completion, when it had no id.
+/// The repeat key of a waiting entry without an id: of its completion, or of the one fact about
+/// a call known by its checksum that it holds.
 pub(crate) fn of_waiting(waiting: &WaitingResult) -> Option<u64> {
-    let done = waiting.done.as_ref().filter(|_| !waiting.has_id)?;
-    Some(completion_key(
-        waiting.tool.as_deref(),
-        waiting.checksum.as_ref(),
-        done,
-    ))
+    if waiting.has_id {
+        return None;
+    }
+    match (&waiting.done, &waiting.facts[..], &waiting.checksum) {
+        (Some(done), _, _) => Some(completion_key(
+            waiting.tool.as_deref(),
+            waiting.checksum.as_ref(),
+            done,
+        )),
+        (None, [fact], Some(checksum)) => Some(fact_key(fact, checksum)),
+        _ => None,
+    }
+}
+
+/// The repeat key of a fact without an id about a call known by its checksum: what the fact
+/// says, to the millisecond. A call's state holds each fact it took ([`of_facts`]), so the keys
+/// of a closed call's facts are made from it.
+pub(crate) fn fact_key(fact: &Fact, checksum: &Digest) -> u64 {
+    match fact {
+        Fact::ExecStart { at } => exec_start_key(checksum, *at),
+        Fact::ExecEnd { end, .. } => exec_end_key(checksum, end),
+        Fact::Approval { at, decision, .. } => approval_key(checksum, *decision, *at),
+        Fact::Hook { entry } => hook_key(checksum, entry),
+    }
+}
+
+fn exec_start_key(checksum: &Digest, at: Timestamp) -> u64 {
+    let mut h = Fold::new(EXEC_START);
+    digest(&mut h, Some(checksum));
+    h.word(at.millis() as u64);
+    h.finish()
+}
+
+fn exec_end_key(checksum: &Digest, end: &ExecEnd) -> u64 {
+    let mut h = Fold::new(EXEC_END);
+    digest(&mut h, Some(checksum));
+    h.word(end.at.millis() as u64);
+    h.word(u64::from(end.is_error));
+    h.word(end.duration_ms.map_or(0, |d| d.saturating_add(1)));
+    h.finish()
+}
+
+/// By decision and time only: what a call keeps of an approval (the last decision's `by` and
+/// `reason`) cannot give back a request's.
+fn approval_key(checksum: &Digest, decision: ApprovalDecision, at: Timestamp) -> u64 {
+    let mut h = Fold::new(APPROVAL);
+    digest(&mut h, Some(checksum));
+    text(&mut h, Some(decision.as_str()));
+    h.word(at.millis() as u64);
+    h.finish()
+}
+
+fn hook_key(checksum: &Digest, entry: &HookDecisionEntry) -> u64 {
+    let mut h = Fold::new(HOOK);
+    digest(&mut h, Some(checksum));
+    text(&mut h, Some(&entry.hook));
+    text(&mut h, Some(entry.decision.as_str()));
+    text(&mut h, entry.policy_id.as_deref());
+    text(&mut h, entry.policy_version.as_deref());
+    text(&mut h, entry.reason.as_deref());
+    h.word(entry.at.millis() as u64);
+    h.finish()
+}
+
+/// The repeat keys of the facts a call known by its checksum took, as [`fact_key`] gives them
+/// for the facts that brought them: a copy of one that comes after the call closed is late.
+pub(crate) fn of_facts(call: &Call) -> Vec<u64> {
+    let Some(checksum) = &call.checksum else {
+        return Vec::new();
+    };
+    let mut keys = Vec::new();
+    if let Some(at) = call.started_at() {
+        keys.push(exec_start_key(checksum, at));
+    }
+    if let Some(end) = call.exec_end() {
+        keys.push(exec_end_key(checksum, end));
+    }
+    if let Some(a) = call.approval() {
+        if let Some(at) = a.requested_at {
+            keys.push(approval_key(checksum, ApprovalDecision::Requested, at));
+        }
+        if let Some(at) = a.approved_at {
+            keys.push(approval_key(checksum, a.status, at));
+        }
+    }
+    keys.extend(call.hooks().iter().map(|e| hook_key(checksum, e)));
+    keys
 }
 
 /// A field that may be absent, length-prefixed so that no two field lists hash the same text.

@@ -298,6 +298,19 @@ fn pick(
     })
 }
 
+/// Whether the call holds exactly what `fact` says: a copy of a fact it took.
+pub(super) fn holds(call: &Call, fact: &Fact) -> bool {
+    match fact {
+        Fact::ExecStart { at } => call.started_at() == Some(*at),
+        Fact::ExecEnd { end, .. } => call.exec_end() == Some(end),
+        Fact::Approval { at, decision, .. } => call.approval().is_some_and(|a| match decision {
+            ApprovalDecision::Requested => a.requested_at == Some(*at),
+            _ => a.status == *decision && a.approved_at == Some(*at),
+        }),
+        Fact::Hook { entry } => call.hooks().contains(entry),
+    }
+}
+
 /// Whether the call still lacks what `fact` would add (so identical calls each get their own).
 fn lacks(call: &Call, fact: &Fact) -> bool {
     match fact {
