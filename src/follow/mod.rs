@@ -532,7 +532,7 @@ impl Follower {
         }
         let recovered = std::mem::take(&mut t.cp.digests_lost);
         if recovered {
-            if same_file && still_holds_what_was_read(&bytes[..ready], &t.cp) {
+            if same_file && still_holds_what_was_read(&bytes, ready, &t.cp) {
                 let position = t.cp.position as usize;
                 let (_, before) = read(&bytes[..position]);
                 t.cp.delivered.cover(&held_by(&before.events));
@@ -693,17 +693,18 @@ fn appended(path: &Path, cp: &Checkpoint) -> std::io::Result<Option<Tail>> {
     }))
 }
 
-/// Whether `read` (a file's bytes ready to be read) still holds, unchanged, the bytes `cp` says
-/// were read into events: the same start and the same bytes before its position.
-fn still_holds_what_was_read(read: &[u8], cp: &Checkpoint) -> bool {
+/// Whether a file's `bytes` (of which the first `ready` are ready to be read) still hold,
+/// unchanged, the bytes `cp` says were read into events: the same start (which may reach past
+/// what was read) and the same bytes before its position.
+fn still_holds_what_was_read(bytes: &[u8], ready: usize, cp: &Checkpoint) -> bool {
     let Ok(position) = usize::try_from(cp.position) else {
         return false;
     };
     cp.fingerprint_len > 0
         && cp.tail_len > 0
-        && position <= read.len()
-        && identity::same_start(read, &cp.fingerprint, cp.fingerprint_len)
-        && identity::tail_print(&read[..position]) == (cp.tail.clone(), cp.tail_len)
+        && position <= ready
+        && identity::same_start(bytes, &cp.fingerprint, cp.fingerprint_len)
+        && identity::tail_print(&bytes[..position]) == (cp.tail.clone(), cp.tail_len)
 }
 
 /// How many times `events` hold each event, by digest.

@@ -508,3 +508,35 @@ fn a_lost_digest_log_and_a_changed_file_send_again() {
     poll(&mut f);
     assert_eq!(events(&again), read_whole("s.jsonl", changed.as_bytes()));
 }
+
+/// The same for a file whose start, as its checkpoint fingerprints it (256 bytes), reaches past
+/// the lines read: a line half written when the checkpoint was taken.
+#[test]
+fn a_lost_digest_log_of_a_file_read_short_of_its_fingerprint_sends_nothing_again() {
+    let line = |n: u32, p: &str| {
+        format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{n},\"method\":\"tools/call\",\"params\":{{\"name\":\"read\",\"arguments\":{{\"p\":\"{p}\"}}}}}}\n{{\"jsonrpc\":\"2.0\",\"id\":{n},\"result\":{{\"content\":[]}}}}\n"
+        )
+    };
+    let (first, second) = (line(1, "a"), line(2, &"b".repeat(300)));
+    let whole = format!("{first}{second}");
+    assert!(first.len() < 256);
+    let (root, cps, file, sent) = followed_and_stopped(&whole[..first.len() + 200]);
+    assert_eq!(sent.len(), 2, "the first call");
+    for log in logs(&cps.path().join("checkpoints")) {
+        std::fs::remove_file(log).unwrap();
+    }
+    // Read again while the line is still half written, then once it is whole.
+    let (mut f, again) = started(root.path(), cps.path());
+    std::fs::write(&file, &whole[..first.len() + 250]).unwrap();
+    poll(&mut f);
+    std::fs::write(&file, &whole).unwrap();
+    poll(&mut f);
+    let mut all = sent;
+    all.extend(events(&again));
+    assert_eq!(
+        all,
+        read_whole("s.jsonl", whole.as_bytes()),
+        "each event once"
+    );
+}
