@@ -463,18 +463,26 @@ fn a_record_that_names_an_event_of_another_session_is_named() {
     assert!(audit.stdout.contains("2 discrepancies"), "{}", audit.show());
 }
 
+/// A v1 event of source `s`, session `x`, with call id `id` at `ms`; `extra` ends its fields.
+fn event(kind: &str, id: &str, ms: i64, extra: &str) -> String {
+    format!(
+        r#"{{"v":1,"kind":"{kind}","source":"s","session":"x","callId":"{id}","time":"{}"{extra}}}"#,
+        time(ms)
+    )
+}
+
+/// The id of the record on `line`.
+fn record_id(line: &str) -> String {
+    let record: ToolCallRecord = serde_json::from_str(line).unwrap();
+    record.id().to_string()
+}
+
 /// A result that comes after its call timed out is late for its record (the correlator's
 /// `Late`), counted apart and no discrepancy; but a result left out of the provenance of a
 /// record that has one is missing, and a record whose id was changed is foreign.
 #[test]
 fn late_results_are_counted_and_a_result_or_an_id_a_record_does_not_account_for_is_named() {
     let dir = scratch_dir("late-and-foreign");
-    let event = |kind: &str, id: &str, ms: i64, extra: &str| {
-        format!(
-            r#"{{"v":1,"kind":"{kind}","source":"s","session":"x","callId":"{id}","time":"{}"{extra}}}"#,
-            time(ms)
-        )
-    };
     let input = dir.join("events.jsonl");
     write_lines(
         &input,
@@ -507,7 +515,8 @@ fn late_results_are_counted_and_a_result_or_an_id_a_record_does_not_account_for_
         audit.show()
     );
 
-    // b's record without its result's line: the result is missing, not late.
+    // b's record without its result's line: the result is missing, not late, and the record
+    // says it has a result it lists no completion for.
     let lines: Vec<String> = std::fs::read_to_string(&records)
         .unwrap()
         .lines()
@@ -526,14 +535,15 @@ fn late_results_are_counted_and_a_result_or_an_id_a_record_does_not_account_for_
     assert_eq!(audit.code, 1, "{}", audit.show());
     let want = format!("missing     {}:4: completion", input.display());
     assert!(audit.stdout.contains(&want), "{want}: {}", audit.show());
-    assert!(audit.stdout.contains("1 discrepancies"), "{}", audit.show());
+    let want = format!("no result   record {}", record_id(&lines[b]));
+    assert!(audit.stdout.contains(&want), "{want}: {}", audit.show());
+    assert!(audit.stdout.contains("2 discrepancies"), "{}", audit.show());
 
     // b's record under another id.
-    let record: ToolCallRecord = serde_json::from_str(&lines[b]).unwrap();
     let other = "00000000-0000-5000-8000-000000000000";
     let forged = dir.join("forged.jsonl");
     let mut edited = lines.clone();
-    edited[b] = edited[b].replace(&record.id().to_string(), other);
+    edited[b] = edited[b].replace(&record_id(&lines[b]), other);
     assert_ne!(edited[b], lines[b]);
     write_lines(&forged, &edited);
     let audit = run(&["audit", s(&input), "--records", s(&forged)]);
@@ -1047,4 +1057,78 @@ async fn a_million_events_through_the_processor_audit_in_seconds() {
         ran.stdout
     );
     assert_eq!(ran.code, 0, "{}", ran.show());
+}
+
+/// A record that went missing under an id a later record reuses (two records at one revision,
+/// the newest kept, as a compacted topic or an upsert keeps them) leaves events that come before
+/// the kept record's own: named, not counted as repeats. And a record that lists another call's
+/// event (its lines moved, or the inputs reordered under it) is named too.
+#[test]
+fn a_record_lost_under_its_id_or_holding_another_calls_events_is_named() {
+    let dir = scratch_dir("superseded-and-mixed");
+    // A repeat of c1's announce after its record went out and c1 was forgotten: a second
+    // record under c1's id.
+    let input = dir.join("events.jsonl");
+    let announce = event("announce", "c1", 0, r#","tool":"T","args":{}"#);
+    let turn_end = format!(
+        r#"{{"v":1,"kind":"turn_end","source":"s","session":"x","time":"{}"}}"#,
+        time(11 * 60_000)
+    );
+    write_lines(
+        &input,
+        &[
+            announce.clone(),
+            event("completion", "c1", 1_000, r#","result":"ok""#),
+            turn_end,
+            announce,
+        ],
+    );
+    let records = dir.join("records.jsonl");
+    let local = run(&["local", s(&input), "-o", s(&records), "-q"]);
+    assert_eq!(local.code, 0, "{}", local.show());
+    let lines: Vec<String> = std::fs::read_to_string(&records)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(lines.len(), 2, "the forgotten call's repeat made a record");
+    let audit = run(&["audit", s(&input), "--records", s(&records)]);
+    assert_eq!(audit.code, 1, "{}", audit.show());
+    assert!(
+        audit.stdout.contains("conflict    record"),
+        "{}",
+        audit.show()
+    );
+    // The newest kept: the result "ok" is in no record any more.
+    let kept = dir.join("kept.jsonl");
+    write_lines(&kept, &lines[1..]);
+    let audit = run(&["audit", s(&input), "--records", s(&kept)]);
+    assert_eq!(audit.code, 1, "{}", audit.show());
+    let want = format!("superseded  {}:1: announce", input.display());
+    assert!(audit.stdout.contains(&want), "{want}: {}", audit.show());
+
+    // Two calls; the run's records audited against the inputs with the results swapped.
+    let two = dir.join("two.jsonl");
+    let calls = [
+        event("announce", "c1", 0, r#","tool":"T","args":{}"#),
+        event("announce", "c2", 100, r#","tool":"T","args":{"a":1}"#),
+        event("completion", "c1", 1_000, r#","result":"one""#),
+        event("completion", "c2", 1_100, r#","result":"two""#),
+    ];
+    write_lines(&two, &calls);
+    let records = dir.join("two-records.jsonl");
+    let local = run(&["local", s(&two), "-o", s(&records), "-q"]);
+    assert_eq!(local.code, 0, "{}", local.show());
+    let audit = run(&["audit", s(&two), "--records", s(&records)]);
+    assert_eq!(audit.code, 0, "{}", audit.show());
+    let swapped = [&calls[..2], &[calls[3].clone(), calls[2].clone()]].concat();
+    write_lines(&two, &swapped);
+    let audit = run(&["audit", s(&two), "--records", s(&records)]);
+    assert_eq!(audit.code, 1, "{}", audit.show());
+    assert_eq!(
+        audit.stdout.matches("mixed ids   record").count(),
+        2,
+        "{}",
+        audit.show()
+    );
 }

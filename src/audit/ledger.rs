@@ -93,6 +93,14 @@ struct RecordInfo {
     partial: bool,
     /// Its id derives from an event it lists, as the correlator derives it.
     id_derived: bool,
+    /// A hash of the first call id among the events it lists, and whether another followed:
+    /// a call's events carry one id, retries collapsed by idempotency key (`collapsed`) aside.
+    call_id: Option<u64>,
+    mixed_ids: bool,
+    collapsed: bool,
+    /// The listed event furthest into its input: (input, offset, event time in ms). An event
+    /// of its call that comes before it there, no later in event time, was applied before it.
+    last: Option<(u32, i64, i64)>,
 }
 
 const ANNOUNCE: u8 = 1;
@@ -174,6 +182,17 @@ pub enum Discrepancy {
     ForeignId { record: RecordId },
     /// A record line that is not a record, or a provenance the runtime did not name.
     BadRecord { at: String, why: String },
+    /// An input event in no record whose call's record lists an event it was applied before:
+    /// it went into a record under the same id that the outputs no longer hold.
+    Superseded {
+        at: String,
+        event: String,
+        record: RecordId,
+    },
+    /// A record that lists events of more than one call id without retries collapsed into it.
+    MixedIds { record: RecordId },
+    /// A record whose phase says it holds a result while none of its events is a completion.
+    NoResult { record: RecordId },
 }
 
 impl fmt::Display for Discrepancy {
@@ -253,6 +272,18 @@ impl fmt::Display for Discrepancy {
                 "foreign id  record {record}: its id derives from none of the events it lists (from their call ids or positions in their scope)"
             ),
             Discrepancy::BadRecord { at, why } => write!(f, "bad record  {at}: {why}"),
+            Discrepancy::Superseded { at, event, record } => write!(
+                f,
+                "superseded  {at}: {event} is in no record, yet comes before the events record {record} lists: it went into a record under the same id that the outputs lack (published over at the same revision, or compacted away)"
+            ),
+            Discrepancy::MixedIds { record } => write!(
+                f,
+                "mixed ids   record {record}: lists events of more than one call id, and collapsed no retries (correlation.attempts 1): events of another call were put in it"
+            ),
+            Discrepancy::NoResult { record } => write!(
+                f,
+                "no result   record {record}: its phase says it has a result, but none of the events it lists is a completion"
+            ),
         }
     }
 }
@@ -311,6 +342,8 @@ pub struct Ledger {
 /// would be in.
 struct Unclaimed {
     pos: Pos,
+    /// Its event time, in ms.
+    time: i64,
     identity: Option<u64>,
     kind: u8,
     event: String,
@@ -453,8 +486,9 @@ impl Ledger {
             }
         };
         if revision == self.records[record as usize].latest {
-            self.records[record as usize].has_result =
-                head.status.is_some_and(|s| has_result(s.phase));
+            let info = &mut self.records[record as usize];
+            info.has_result = head.status.is_some_and(|s| has_result(s.phase));
+            info.collapsed = head.correlation.is_some_and(|c| c.attempts > 1);
         }
         self.claim_all(record, revision, &head.provenance, at, resolve);
     }
@@ -507,6 +541,10 @@ impl Ledger {
             merged: 0,
             partial: scope.is_none(),
             id_derived: false,
+            call_id: None,
+            mixed_ids: false,
+            collapsed: false,
+            last: None,
         });
         if kind == Kind::Published {
             self.by_id.insert(id, n);
@@ -635,6 +673,16 @@ impl Ledger {
                     let info = &mut self.records[claim.record as usize];
                     info.merged |= kind_bit(event);
                     info.id_derived = derived;
+                    if let Some(call_id) = &event.call_id {
+                        let mut h = std::hash::DefaultHasher::new();
+                        call_id.as_str().hash(&mut h);
+                        let h = h.finish();
+                        info.mixed_ids |= info.call_id.is_some_and(|first| first != h);
+                        info.call_id.get_or_insert(h);
+                    }
+                    if info.last.is_none_or(|(i, o, _)| (i, o) < pos) {
+                        info.last = Some((pos.0, pos.1, event.time.millis()));
+                    }
                     let (source, session) = (event.source.as_str(), event.session.as_str());
                     if scope.is_some_and(|scope| scope != scope_of(source, session)) {
                         self.discrepancies.push(Discrepancy::OtherScope {
@@ -684,6 +732,7 @@ impl Ledger {
                 .flatten();
                 self.unclaimed.push(Unclaimed {
                     pos,
+                    time: event.time.millis(),
                     identity: by_id.or(by_content),
                     kind: kind_bit(event),
                     event: describe(event),
@@ -732,6 +781,20 @@ impl Ledger {
         for u in std::mem::take(&mut self.unclaimed) {
             let record = u.identity.and_then(|i| self.identities.get(&i));
             match record.map(|&r| &self.records[r as usize]) {
+                // Applied before an event its record lists, so not after the record went out:
+                // it went into another record under this id, which the outputs lack.
+                Some(r)
+                    if r.last.is_some_and(|(input, offset, time)| {
+                        input == u.pos.0 && offset > u.pos.1 && time >= u.time
+                    }) =>
+                {
+                    let at = self.show(u.pos);
+                    self.discrepancies.push(Discrepancy::Superseded {
+                        at,
+                        event: u.event,
+                        record: r.id,
+                    });
+                }
                 // A copy of an event the record merged (the correlator's `Duplicate`, or
                 // `Late` once the record was published), or one the audit cannot judge.
                 Some(r) if u.kind == 0 || r.merged & u.kind != 0 || r.partial => {
@@ -770,11 +833,20 @@ impl Ledger {
                 self.discrepancies.push(d);
             }
         }
-        let foreign = self.records.iter().filter(|r| !r.partial && !r.id_derived);
-        let foreign: Vec<Discrepancy> = foreign
-            .map(|r| Discrepancy::ForeignId { record: r.id })
-            .collect();
-        self.discrepancies.extend(foreign);
+        let whole = self.records.iter().filter(|r| !r.partial);
+        let mut found = Vec::new();
+        for r in whole {
+            if !r.id_derived {
+                found.push(Discrepancy::ForeignId { record: r.id });
+            }
+            if r.mixed_ids && !r.collapsed {
+                found.push(Discrepancy::MixedIds { record: r.id });
+            }
+            if r.kind == Kind::Published && r.has_result && r.merged & COMPLETION == 0 {
+                found.push(Discrepancy::NoResult { record: r.id });
+            }
+        }
+        self.discrepancies.extend(found);
     }
 }
 
@@ -783,6 +855,7 @@ impl Ledger {
 struct RecordHead {
     metadata: MetadataHead,
     status: Option<StatusHead>,
+    correlation: Option<CorrelationHead>,
     #[serde(default)]
     provenance: Provenance,
 }
@@ -790,6 +863,12 @@ struct RecordHead {
 #[derive(serde::Deserialize)]
 struct StatusHead {
     phase: Phase,
+}
+
+#[derive(serde::Deserialize)]
+struct CorrelationHead {
+    #[serde(default)]
+    attempts: u32,
 }
 
 /// Whether a record in `phase` merged a result.
