@@ -196,15 +196,16 @@ pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
         if drop_ids && format.is_none() {
             bail!("--drop-ids needs --format: v1 events are used as they are");
         }
+        let inputs = crate::each_file_once::each_file_once("audit", args.files);
         let f = files::Files {
-            inputs: &args.files,
+            inputs: &inputs,
             records: &records,
             format,
             drop_ids,
         };
         let mut ledger = Ledger::new(true);
         files::audit(&f, &mut ledger, &mut progress)?;
-        let what = format!("{} input file(s) → {}", args.files.len(), records.display());
+        let what = format!("{} input file(s) → {}", inputs.len(), records.display());
         (ledger, what)
     };
     ledger.finish();

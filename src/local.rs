@@ -157,7 +157,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     let inputs: Vec<Option<PathBuf>> = if args.files.is_empty() {
         vec![None]
     } else {
-        args.files
+        crate::each_file_once::each_file_once("local", args.files)
             .into_iter()
             .map(|p| (p.as_os_str() != "-").then_some(p))
             .collect()

@@ -2,6 +2,7 @@
 
 mod audit;
 mod checksum;
+mod each_file_once;
 mod encoding;
 mod follow;
 /// The fuzz harness the workspace's fuzz tests share, for the in-process ones here.

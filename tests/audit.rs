@@ -1132,3 +1132,42 @@ fn a_record_lost_under_its_id_or_holding_another_calls_events_is_named() {
         audit.show()
     );
 }
+
+/// A file named twice (overlapping globs, a link beside it) is read once by `local` and by the
+/// audit alike, and said: read twice, every event would repeat itself under the same name.
+#[test]
+fn a_file_named_twice_is_read_once_and_audits_clean() {
+    let dir = scratch_dir("named-twice");
+    let input = dir.join("events.jsonl");
+    write_lines(&input, &generated_events(40));
+    let link = dir.join("link.jsonl");
+    std::os::unix::fs::symlink(&input, &link).unwrap();
+    let records = dir.join("records.jsonl");
+    let once = dir.join("once.jsonl");
+    let local = run(&["local", s(&input), "-o", s(&once), "-q"]);
+    assert_eq!(local.code, 0, "{}", local.show());
+    let local = run(&[
+        "local",
+        s(&input),
+        s(&link),
+        s(&input),
+        "-o",
+        s(&records),
+        "-q",
+    ]);
+    assert_eq!(local.code, 0, "{}", local.show());
+    assert_eq!(
+        local.stderr.matches("read once").count(),
+        2,
+        "{}",
+        local.show()
+    );
+    assert_eq!(
+        std::fs::read(&records).unwrap(),
+        std::fs::read(&once).unwrap(),
+        "the records of one reading"
+    );
+    let audit = run(&["audit", s(&input), s(&input), "--records", s(&records)]);
+    assert_eq!(audit.code, 0, "{}", audit.show());
+    assert!(audit.stderr.contains("read once"), "{}", audit.show());
+}
