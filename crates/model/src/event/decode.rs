@@ -70,6 +70,13 @@ impl EventKind {
     }
 }
 
+/// Whether `bytes` are one JSON value (lone surrogate escapes allowed), whitespace around it.
+fn is_json(bytes: &[u8]) -> bool {
+    let start = bytes.len() - bytes.trim_ascii_start().len();
+    crate::jsonscan::value_end(bytes, start)
+        .is_some_and(|end| bytes[end..].iter().all(u8::is_ascii_whitespace))
+}
+
 fn classify_json_error(bytes: &[u8], e: serde_json::Error) -> DecodeError {
     use serde_json::error::Category;
     if std::str::from_utf8(bytes).is_err() {
@@ -88,6 +95,13 @@ fn classify_json_error(bytes: &[u8], e: serde_json::Error) -> DecodeError {
         return DecodeError::TooDeep;
     }
     match e.classify() {
+        // serde refuses an escape of half a UTF-16 pair in a string it decodes; the message may
+        // still be JSON, whose grammar allows one.
+        Category::Syntax if msg.contains("hex escape") && is_json(bytes) => {
+            DecodeError::InvalidField(format!(
+                "a text field holds a lone surrogate escape such as `\\ud800` ({msg}): valid JSON, but no Unicode text; source, session, thread, turn, callId, tool, time and the other names must be text (`args`, `result` and attributes may hold one)"
+            ))
+        }
         Category::Syntax | Category::Eof | Category::Io => DecodeError::NotJson(msg),
         Category::Data => {
             // A message from a newer producer fails on its new fields before we see `v`: report
@@ -378,6 +392,20 @@ mod tests {
             panic!()
         };
         assert_eq!(a.args.as_ref().map(Json::as_str), Some("null"));
+    }
+
+    /// A lone surrogate escape is JSON, and kept in arguments; in a text field it is refused as
+    /// such, not as text that is not JSON.
+    #[test]
+    fn a_lone_surrogate_in_a_text_field_is_named_as_one() {
+        assert!(Event::decode(&announce_with_args(r#"{"a":"\ud800"}"#)).is_ok());
+        let lone = br#"{"v":1,"kind":"announce","source":"s","session":"x\ud800","time":"2026-01-01T00:00:00Z","tool":"t"}"#;
+        let e = Event::decode(lone).unwrap_err();
+        assert_eq!(e.reason(), "invalid_field", "{e}");
+        assert!(e.to_string().contains("lone surrogate"), "{e}");
+        // An escape cut short is no JSON at all.
+        let short = br#"{"v":1,"kind":"announce","source":"s","session":"x\u12","time":"2026-01-01T00:00:00Z","tool":"t"}"#;
+        assert_eq!(Event::decode(short).unwrap_err().reason(), "not_json");
     }
 
     #[test]
