@@ -207,6 +207,16 @@ impl Ctx {
         }
         match crate::value::parse(text.as_bytes()) {
             Ok(v) => Some(v),
+            Err(e) if e.is_data() => {
+                self.error(
+                    line,
+                    format!(
+                        "line is JSON too deep to read ({e}): `{}`; its calls are left out",
+                        excerpt(text)
+                    ),
+                );
+                None
+            }
             Err(e) => {
                 self.error(
                     line,

@@ -13,14 +13,18 @@ use serde_json::Value;
 use toolcalls_model::Json;
 
 /// Parses `text` as one JSON value, exactly where serde_json can and as [`Json::to_value`]
-/// otherwise. The error, when the text is not JSON, is serde_json's.
+/// otherwise. The error, when the text is not JSON, is serde_json's; for JSON that nests deeper
+/// than [`toolcalls_model::json::MAX_DEPTH`] levels, a data error saying so.
 pub fn parse(text: &[u8]) -> Result<Value, serde_json::Error> {
     serde_json::from_slice(text).or_else(|e| {
-        std::str::from_utf8(text)
-            .ok()
-            .and_then(|t| Json::parse(t.trim_ascii()).ok())
-            .map(|json| json.to_value())
-            .ok_or(e)
+        let Ok(t) = std::str::from_utf8(text) else {
+            return Err(e);
+        };
+        match Json::parse(t.trim_ascii()) {
+            Ok(json) => Ok(json.to_value()),
+            Err(deep) if deep.is_data() => Err(deep),
+            Err(_) => Err(e),
+        }
     })
 }
 
@@ -38,6 +42,10 @@ mod tests {
         assert_eq!(v, serde_json::json!({"n": null, "m": null, "k": 2}));
         let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
         assert!(parse(deep.as_bytes()).unwrap().is_array());
+        let n = toolcalls_model::json::MAX_DEPTH + 1;
+        let deeper = format!("{}1{}", "[".repeat(n), "]".repeat(n));
+        let e = parse(deeper.as_bytes()).unwrap_err();
+        assert!(e.is_data() && e.to_string().contains("nests deeper"), "{e}");
         assert_eq!(
             parse(br#""\\ud800""#).unwrap(),
             "\\ud800",
