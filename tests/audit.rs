@@ -1131,6 +1131,29 @@ fn a_record_lost_under_its_id_or_holding_another_calls_events_is_named() {
         "{}",
         audit.show()
     );
+
+    // Another tool under a pending call's id: refused by the correlator, said by `local` on
+    // stderr, in no output: the audit names it.
+    let refused = dir.join("refused.jsonl");
+    write_lines(
+        &refused,
+        &[
+            event("announce", "c1", 0, r#","tool":"T","args":{}"#),
+            event("announce", "c1", 500, r#","tool":"U","args":{}"#),
+            event("completion", "c1", 1_000, r#","result":"one""#),
+        ],
+    );
+    let records = dir.join("refused-records.jsonl");
+    let local = run(&["local", s(&refused), "-o", s(&records)]);
+    assert!(
+        local.stderr.contains("conflicting_call_id"),
+        "{}",
+        local.show()
+    );
+    let audit = run(&["audit", s(&refused), "--records", s(&records)]);
+    assert_eq!(audit.code, 1, "{}", audit.show());
+    let want = format!("refused     {}:2: announce", refused.display());
+    assert!(audit.stdout.contains(&want), "{want}: {}", audit.show());
 }
 
 /// A file named twice (overlapping globs, a link beside it) is read once by `local` and by the

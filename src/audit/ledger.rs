@@ -101,6 +101,8 @@ struct RecordInfo {
     /// The listed event furthest into its input: (input, offset, event time in ms). An event
     /// of its call that comes before it there, no later in event time, was applied before it.
     last: Option<(u32, i64, i64)>,
+    /// A hash of its tool's name (`spec.toolRef.name`), when it names one.
+    tool: Option<u64>,
 }
 
 const ANNOUNCE: u8 = 1;
@@ -185,6 +187,13 @@ pub enum Discrepancy {
     /// An input event in no record whose call's record lists an event it was applied before:
     /// it went into a record under the same id that the outputs no longer hold.
     Superseded {
+        at: String,
+        event: String,
+        record: RecordId,
+    },
+    /// An announce in no record under the call id of a record of another tool: refused by the
+    /// correlator (`conflicting_call_id`), which local mode keeps in no output.
+    Refused {
         at: String,
         event: String,
         record: RecordId,
@@ -276,6 +285,10 @@ impl fmt::Display for Discrepancy {
                 f,
                 "superseded  {at}: {event} is in no record, yet comes before the events record {record} lists: it went into a record under the same id that the outputs lack (published over at the same revision, or compacted away)"
             ),
+            Discrepancy::Refused { at, event, record } => write!(
+                f,
+                "refused     {at}: {event} names the call id of record {record}, of another tool: the correlator refused it (conflicting_call_id), and `toolcalls local` keeps such an event in no output (the processor dead-letters it)"
+            ),
             Discrepancy::MixedIds { record } => write!(
                 f,
                 "mixed ids   record {record}: lists events of more than one call id, and collapsed no retries (correlation.attempts 1): events of another call were put in it"
@@ -344,6 +357,8 @@ struct Unclaimed {
     pos: Pos,
     /// Its event time, in ms.
     time: i64,
+    /// For an announce with a call id, a hash of its tool's name.
+    tool: Option<u64>,
     identity: Option<u64>,
     kind: u8,
     event: String,
@@ -489,6 +504,10 @@ impl Ledger {
             let info = &mut self.records[record as usize];
             info.has_result = head.status.is_some_and(|s| has_result(s.phase));
             info.collapsed = head.correlation.is_some_and(|c| c.attempts > 1);
+            info.tool = head
+                .spec
+                .and_then(|s| s.tool_ref)
+                .map(|t| text_hash(&t.name));
         }
         self.claim_all(record, revision, &head.provenance, at, resolve);
     }
@@ -545,6 +564,7 @@ impl Ledger {
             mixed_ids: false,
             collapsed: false,
             last: None,
+            tool: None,
         });
         if kind == Kind::Published {
             self.by_id.insert(id, n);
@@ -730,9 +750,14 @@ impl Ledger {
                     || matches!(event.body, EventBody::Announce(_)))
                 .then(|| self.record_id_of(pos, event))
                 .flatten();
+                let tool = match (&event.call_id, &event.body) {
+                    (Some(_), EventBody::Announce(a)) => Some(text_hash(&a.tool)),
+                    _ => None,
+                };
                 self.unclaimed.push(Unclaimed {
                     pos,
                     time: event.time.millis(),
+                    tool,
                     identity: by_id.or(by_content),
                     kind: kind_bit(event),
                     event: describe(event),
@@ -780,14 +805,32 @@ impl Ledger {
         }
         for u in std::mem::take(&mut self.unclaimed) {
             let record = u.identity.and_then(|i| self.identities.get(&i));
-            match record.map(|&r| &self.records[r as usize]) {
-                // Applied before an event its record lists, so not after the record went out:
-                // it went into another record under this id, which the outputs lack.
+            let record = record.map(|&r| &self.records[r as usize]);
+            // Applied before an event its record lists: while its call was pending.
+            let before_its_record = record.is_some_and(|r| {
+                r.last.is_some_and(|(input, offset, time)| {
+                    input == u.pos.0 && offset > u.pos.1 && time >= u.time
+                })
+            });
+            match record {
+                // Another tool under the id of a pending call: the correlator refuses it, which
+                // local mode says on stderr only (the processor dead-letters it).
                 Some(r)
-                    if r.last.is_some_and(|(input, offset, time)| {
-                        input == u.pos.0 && offset > u.pos.1 && time >= u.time
-                    }) =>
+                    if before_its_record
+                        && u.tool.is_some()
+                        && r.tool.is_some()
+                        && u.tool != r.tool =>
                 {
+                    let at = self.show(u.pos);
+                    self.discrepancies.push(Discrepancy::Refused {
+                        at,
+                        event: u.event,
+                        record: r.id,
+                    });
+                }
+                // Applied while its call was pending, not after the record went out: it went
+                // into another record under this id, which the outputs lack.
+                Some(r) if before_its_record => {
                     let at = self.show(u.pos);
                     self.discrepancies.push(Discrepancy::Superseded {
                         at,
@@ -854,6 +897,7 @@ impl Ledger {
 #[derive(serde::Deserialize)]
 struct RecordHead {
     metadata: MetadataHead,
+    spec: Option<SpecHead>,
     status: Option<StatusHead>,
     correlation: Option<CorrelationHead>,
     #[serde(default)]
@@ -863,6 +907,17 @@ struct RecordHead {
 #[derive(serde::Deserialize)]
 struct StatusHead {
     phase: Phase,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SpecHead {
+    tool_ref: Option<ToolRefHead>,
+}
+
+#[derive(serde::Deserialize)]
+struct ToolRefHead {
+    name: String,
 }
 
 #[derive(serde::Deserialize)]
@@ -889,6 +944,13 @@ impl MetadataHead {
     fn scope(&self) -> Option<u64> {
         Some(scope_of(self.source.as_deref()?, self.session.as_deref()?))
     }
+}
+
+/// A hash of a text: a tool's name.
+fn text_hash(text: &str) -> u64 {
+    let mut h = std::hash::DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish()
 }
 
 /// A hash of a source and a session: a record's scope, and an event's.
