@@ -106,6 +106,15 @@ fn file(name: &str, text: &str) -> TempFile {
     TempFile(path)
 }
 
+/// Held by every test: some set the process's variables, which every parse reads, and the tests
+/// run on threads of one process.
+fn environment() -> std::sync::MutexGuard<'static, ()> {
+    static ENVIRONMENT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ENVIRONMENT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn serve(argv: &[&str]) -> Result<(Serve, ConfigFile), Error> {
     let (cli, file) = try_parse_from::<Cli, _, _>(["p", "serve"].iter().chain(argv))?;
     match cli.command {
@@ -120,6 +129,7 @@ fn err(r: Result<(Serve, ConfigFile), Error>) -> String {
 
 #[test]
 fn flag_over_env_over_file_over_default() {
+    let _environment = environment();
     let cfg = file(
         "layers.toml",
         "host = \"file\"\ncount = 5\nlevel = 5\n[timing]\nwait = \"2m\"\nearly = true\n[go]\nmode = \"slow\"\n",
@@ -158,6 +168,7 @@ fn flag_over_env_over_file_over_default() {
 
 #[test]
 fn maps_hooks_and_switches() {
+    let _environment = environment();
     let cfg = file(
         "maps.toml",
         "[props]\n\"a.b\" = \"x\"\n\"c.d\" = 5\nflag = true\n",
@@ -186,6 +197,7 @@ fn maps_hooks_and_switches() {
 
 #[test]
 fn unknown_keys_are_refused_with_the_key_and_the_file() {
+    let _environment = environment();
     let cfg = file("unknown.toml", "[timing]\nwiat = 5\n");
     let e = err(serve(&["-c", cfg.to_str().unwrap()]));
     assert!(
@@ -207,6 +219,7 @@ fn unknown_keys_are_refused_with_the_key_and_the_file() {
 
 #[test]
 fn wrong_values_name_their_key_even_when_a_flag_overrides_them() {
+    let _environment = environment();
     let cfg = file("bad-value.toml", "[timing]\nwait = \"soon\"\n");
     let c = cfg.to_str().unwrap();
     for argv in [&["-c", c][..], &["-c", c, "--wait", "1s"]] {
@@ -232,6 +245,7 @@ fn wrong_values_name_their_key_even_when_a_flag_overrides_them() {
 
 #[test]
 fn one_file_serves_every_command() {
+    let _environment = environment();
     let cfg = file(
         "shared.toml",
         "host = \"h\"\n[go]\nmode = \"slow\"\nat = 2026-01-01T00:00:00Z\n",
@@ -252,6 +266,7 @@ fn one_file_serves_every_command() {
 
 #[test]
 fn help_shows_default_variable_and_key() {
+    let _environment = environment();
     let mut cmd = command::<Cli>();
     cmd.build();
     let serve = cmd.find_subcommand_mut("serve").unwrap();
@@ -277,6 +292,7 @@ fn help_shows_default_variable_and_key() {
 
 #[test]
 fn switch_variables_take_the_usual_words_and_an_empty_variable_is_unset() {
+    let _environment = environment();
     let cfg = file("label.toml", "label = \"file\"\n");
     let c = cfg.to_str().unwrap();
     std::env::set_var("TOOLCALLS_SETTINGS_TEST_LABEL", "");
@@ -310,6 +326,7 @@ fn switch_variables_take_the_usual_words_and_an_empty_variable_is_unset() {
 
 #[test]
 fn defaults_ignore_the_environment() {
+    let _environment = environment();
     std::env::set_var("TOOLCALLS_SETTINGS_TEST_NAME", "from-env");
     let s: Serve = defaults();
     std::env::remove_var("TOOLCALLS_SETTINGS_TEST_NAME");
@@ -318,6 +335,7 @@ fn defaults_ignore_the_environment() {
 
 #[test]
 fn key_value_pairs() {
+    let _environment = environment();
     assert_eq!(
         parse_key_value(" a.b =x=y"),
         Ok(("a.b".into(), "x=y".into()))
@@ -328,6 +346,7 @@ fn key_value_pairs() {
 
 #[test]
 fn durations_parse_with_units_and_say_what_is_wrong() {
+    let _environment = environment();
     assert_eq!("250ms".parse::<Dur>().unwrap().millis(), 250);
     assert_eq!("30s".parse::<Dur>().unwrap().millis(), 30_000);
     assert_eq!("5m".parse::<Dur>().unwrap().millis(), 300_000);
@@ -342,6 +361,7 @@ fn durations_parse_with_units_and_say_what_is_wrong() {
 
 #[test]
 fn durations_show_in_their_largest_unit_and_read_back() {
+    let _environment = environment();
     for (ms, text) in [
         (0, "0ms"),
         (250, "250ms"),
