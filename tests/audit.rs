@@ -305,7 +305,7 @@ fn a_clean_local_run_of_the_real_fixtures_passes() {
 }
 
 #[test]
-fn a_file_saved_with_a_byte_order_mark_is_audited_as_local_read_it() {
+fn a_file_saved_with_a_byte_order_mark_is_audited_as_local_read_it_and_so_is_a_records_file() {
     let dir = scratch_dir("bom");
     let (plain, marked) = (dir.join("plain.jsonl"), dir.join("marked.jsonl"));
     let lines = generated_events(40);
@@ -334,6 +334,15 @@ fn a_file_saved_with_a_byte_order_mark_is_audited_as_local_read_it() {
     for part in ["ok: every input is accounted for", " 1 bad lines"] {
         assert!(audit.stdout.contains(part), "{part}: {}", audit.show());
     }
+    // A records file saved again with the mark is read as without it.
+    let text = std::fs::read(&marked_records).unwrap();
+    std::fs::write(
+        &marked_records,
+        [&toolcalls_model::bom::UTF8_BOM[..], &text].concat(),
+    )
+    .unwrap();
+    let audit = run(&["audit", s(&marked), "--records", s(&marked_records)]);
+    assert_eq!(audit.code, 0, "{}", audit.show());
 }
 
 #[test]

@@ -142,7 +142,13 @@ pub fn audit(
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        ledger.add_record(&line, &|| format!("{label}:{number}"), &mut resolve);
+        // A records file saved again by an editor that marks UTF-8 starts with the mark.
+        let record = if number == 1 {
+            toolcalls_model::bom::strip(&line)
+        } else {
+            &line[..]
+        };
+        ledger.add_record(record, &|| format!("{label}:{number}"), &mut resolve);
         progress.tick();
     }
     if let Some(file) = misread {
