@@ -394,8 +394,7 @@ impl Store {
 
     /// Removes the checkpoint of `path` (its file was followed under another name since).
     pub fn remove(&self, path: &str) -> anyhow::Result<()> {
-        let head = self.file_of(path);
-        for file in [head.with_extension("digests"), head] {
+        for file in [self.log_of(path), self.file_of(path)] {
             match std::fs::remove_file(&file) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                     return Err(e)
@@ -449,7 +448,7 @@ mod tests {
 
         // A crash in the middle of an append leaves a digest cut short: it is not one, and the
         // next append goes after the last whole one.
-        let log = store.file_of("/x/a.jsonl").with_extension("digests");
+        let log = store.log_of("/x/a.jsonl");
         let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
         f.write_all(&[1, 2, 3]).unwrap();
         assert_eq!(store.delivered("/x/a.jsonl").unwrap().len(), 2);
@@ -497,7 +496,7 @@ mod tests {
         let loaded = store.load().unwrap();
         assert_eq!(loaded[0].digests, Some(3));
         assert!(!loaded[0].digests_lost);
-        let log = store.file_of("/x/a.jsonl").with_extension("digests");
+        let log = store.log_of("/x/a.jsonl");
         std::fs::OpenOptions::new()
             .write(true)
             .open(&log)
