@@ -74,8 +74,11 @@ impl Correlator {
         let (tool, keys) = match self.entries.call(seq) {
             Some(c) => {
                 let tool = self.scopes.get(c.scope).tool_name(c.tool);
-                let mut keys = repeats::of_facts(c);
-                keys.extend(repeats::of_call(c, tool));
+                // One allocation of the exact size (none for a call with an id and no facts).
+                let keys: Box<[u64]> = repeats::of_facts(c)
+                    .into_iter()
+                    .chain(repeats::of_call(c, tool))
+                    .collect();
                 (tool.to_owned(), keys)
             }
             None => return,
@@ -101,7 +104,7 @@ impl Correlator {
             reason,
             link,
         );
-        let repeats: Box<[u64]> = keys.into_boxed_slice();
+        let repeats = keys;
         if !ids.is_empty() || idem.is_some() || !repeats.is_empty() {
             let window = if idem.is_some() {
                 self.config
