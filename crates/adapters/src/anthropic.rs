@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 use toolcalls_model::Completion;
 
 use crate::bodies::{each_value, Conversations, Origin};
-use crate::common::{excerpt, loose_time, str_field, text_of, Ctx};
+use crate::common::{excerpt, loose_time_field, text_field, text_of, Ctx};
 
 /// A tool call or result found in a content array.
 pub(crate) enum Block<'v> {
@@ -34,19 +34,21 @@ pub(crate) struct CallBlock<'v> {
     pub kind: &'v str,
     /// The block's position in its content array.
     pub index: usize,
+    /// A field of the wrong type (`"id": 7`): the block cannot be read as the call it is.
+    pub problem: Option<String>,
 }
 
 impl<'v> CallBlock<'v> {
-    /// The tool's name. A block without one is reported, at `{at}.content[index]`, and skipped.
+    /// The tool's name. A block without one, or with a field of the wrong type, is reported at
+    /// `{at}.content[index]` and skipped.
     pub fn name_or_report(&self, ctx: &mut Ctx, line: usize, at: &str) -> Option<&'v str> {
-        if self.name.is_none() {
-            ctx.error_at(
-                line,
-                format!("{at}.content[{}]", self.index),
-                format!("`{}` block has no `name`; skipped", self.kind),
-            );
-        }
-        self.name
+        let problem = match (&self.problem, self.name) {
+            (None, Some(name)) => return Some(name),
+            (Some(problem), _) => problem.clone(),
+            (None, None) => format!("`{}` block has no `name`", self.kind),
+        };
+        report(ctx, line, at, self.index, &problem);
+        None
     }
 }
 
@@ -56,9 +58,22 @@ pub(crate) struct ResultBlock<'v> {
     pub id: Option<String>,
     pub content: Option<&'v Value>,
     pub is_error: bool,
+    /// As [`CallBlock::index`].
+    pub index: usize,
+    /// As [`CallBlock::problem`].
+    pub problem: Option<String>,
 }
 
 impl ResultBlock<'_> {
+    /// Whether the block can be read: one with a field of the wrong type is reported at
+    /// `{at}.content[index]` and skipped.
+    pub fn readable_or_report(&self, ctx: &mut Ctx, line: usize, at: &str) -> bool {
+        if let Some(problem) = &self.problem {
+            report(ctx, line, at, self.index, problem);
+        }
+        self.problem.is_none()
+    }
+
     /// The completion the block makes (without its call id); a result whose text says the user
     /// interrupted the tool is a cancelled call.
     pub fn completion(&self) -> Completion {
@@ -71,6 +86,23 @@ impl ResultBlock<'_> {
     }
 }
 
+/// Reports a content block that cannot be read, and that it was left out.
+fn report(ctx: &mut Ctx, line: usize, at: &str, index: usize, problem: &str) {
+    ctx.error_at(
+        line,
+        format!("{at}.content[{index}]"),
+        format!("{problem}; skipped"),
+    );
+}
+
+/// The value of a field read with [`text_field`], keeping the first problem met in a block.
+fn kept<T>(read: Result<Option<T>, String>, problem: &mut Option<String>) -> Option<T> {
+    read.unwrap_or_else(|e| {
+        problem.get_or_insert(e);
+        None
+    })
+}
+
 /// The tool calls and results in a message's `content` (a string content has none).
 pub(crate) fn blocks(content: &Value) -> Vec<Block<'_>> {
     let Some(items) = content.as_array() else {
@@ -81,13 +113,15 @@ pub(crate) fn blocks(content: &Value) -> Vec<Block<'_>> {
         let Some(kind) = b.get("type").and_then(Value::as_str) else {
             continue;
         };
+        let mut problem = None;
         if kind == "tool_use" || kind == "server_tool_use" || kind == "mcp_tool_use" {
             out.push(Block::Call(CallBlock {
-                id: str_field(b, "id").map(str::to_owned),
-                name: str_field(b, "name"),
+                id: kept(text_field(b, "id"), &mut problem).map(str::to_owned),
+                name: kept(text_field(b, "name"), &mut problem),
                 input: b.get("input"),
                 kind,
                 index,
+                problem,
             }));
         } else if kind.ends_with("tool_result") {
             let content = b.get("content");
@@ -97,10 +131,12 @@ pub(crate) fn blocks(content: &Value) -> Vec<Block<'_>> {
                 .and_then(Value::as_str)
                 .is_some_and(|t| t.ends_with("_error"));
             out.push(Block::Result(ResultBlock {
-                id: str_field(b, "tool_use_id").map(str::to_owned),
+                id: kept(text_field(b, "tool_use_id"), &mut problem).map(str::to_owned),
                 content,
                 is_error: b.get("is_error").and_then(Value::as_bool).unwrap_or(false)
                     || server_error,
+                index,
+                problem,
             }));
         }
     }
@@ -145,12 +181,17 @@ impl State {
             );
             return;
         };
+        let (time, session) = match (loose_time_field(v, "timestamp"), text_field(v, "session")) {
+            (Ok(time), Ok(session)) => (time, session),
+            (Err(problem), _) | (_, Err(problem)) => {
+                ctx.error(line, problem);
+                return;
+            }
+        };
         let origin = Origin {
             line,
-            time: ctx
-                .clock
-                .at(index, obj.get("timestamp").and_then(loose_time)),
-            session: str_field(v, "session").map(str::to_owned),
+            time: ctx.clock.at(index, time),
+            session: session.map(str::to_owned),
         };
         if obj.contains_key("request") || obj.contains_key("response") {
             if let Some(req) = obj.get("request") {
@@ -228,12 +269,23 @@ impl State {
                 let b = v.get("content_block").unwrap_or(&Value::Null);
                 let t = b.get("type").and_then(Value::as_str).unwrap_or("");
                 if t.ends_with("tool_use") {
+                    let (id, name) = match (text_field(b, "id"), text_field(b, "name")) {
+                        (Ok(id), Ok(name)) => (id, name),
+                        (Err(problem), _) | (_, Err(problem)) => {
+                            ctx.error_at(
+                                origin.line,
+                                "content_block",
+                                format!("{problem}; skipped"),
+                            );
+                            return;
+                        }
+                    };
                     // `input` is `{}` here; the real arguments follow as `input_json_delta`s.
                     self.streaming.insert(
                         index,
                         Streaming {
-                            id: str_field(b, "id").map(str::to_owned),
-                            name: str_field(b, "name").map(str::to_owned),
+                            id: id.map(str::to_owned),
+                            name: name.map(str::to_owned),
                             json: String::new(),
                             line: origin.line,
                         },
@@ -313,7 +365,9 @@ fn emit_block(ctx: &mut Ctx, origin: &Origin, at: &str, b: Block<'_>) {
             ctx.announce(origin.envelope(call.id), name, call.input.cloned());
         }
         Block::Result(result) => {
-            ctx.complete(origin.envelope(result.id.clone()), result.completion());
+            if result.readable_or_report(ctx, origin.line, at) {
+                ctx.complete(origin.envelope(result.id.clone()), result.completion());
+            }
         }
     }
 }

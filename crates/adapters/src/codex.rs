@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use serde_json::{json, Map, Value};
 use toolcalls_model::Completion;
 
-use crate::common::{hints, rfc3339_field, str_field, ArgsWire, Ctx, Envelope, IdScope};
+use crate::common::{
+    hints, rfc3339_field, str_field, text_field, ArgsWire, Ctx, Envelope, IdScope,
+};
 use crate::line_reader::LineReader;
 
 /// Codex rollout files (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`).
@@ -39,18 +41,28 @@ impl LineReader for Rollout {
         let Some(row) = ctx.json_object_line(line, bytes, "a Codex rollout line") else {
             return;
         };
-        let time = ctx.clock.at(line - 1, rfc3339_field(&row, "timestamp"));
-        let (kind, payload) = match (str_field(&row, "type"), row.get("payload")) {
+        if let Err(problem) = self.row(ctx, line, &row) {
+            ctx.error(line, problem);
+        }
+    }
+}
+
+impl Rollout {
+    /// Reads one rollout line; a field the line's call is known by holding a value of the wrong
+    /// type is the error returned.
+    fn row(&mut self, ctx: &mut Ctx, line: usize, row: &Value) -> Result<(), String> {
+        let time = ctx.clock.at(line - 1, rfc3339_field(row, "timestamp")?);
+        let (kind, payload) = match (str_field(row, "type"), row.get("payload")) {
             (Some(k), Some(p)) => (k, p),
             // Bare response items of older rollouts.
-            (Some(_), None) => ("response_item", &row),
+            (Some(_), None) => ("response_item", row),
             (None, _) => {
                 if row.get("record_type").is_some() || row.get("instructions").is_some() {
                     ctx.skip();
                 } else {
                     ctx.error(line, "line has no `type`; expected a Codex rollout line ({timestamp, type, payload})");
                 }
-                return;
+                return Ok(());
             }
         };
         let env = Envelope {
@@ -62,13 +74,15 @@ impl LineReader for Rollout {
         let ptype = str_field(payload, "type").unwrap_or("");
         match (kind, ptype) {
             ("session_meta", _) => {
-                self.session = str_field(payload, "id")
-                    .or_else(|| payload.get("meta").and_then(|m| str_field(m, "id")))
-                    .map(str::to_owned);
+                let meta = match payload.get("meta") {
+                    Some(m) => text_field(m, "id")?,
+                    None => None,
+                };
+                self.session = text_field(payload, "id")?.or(meta).map(str::to_owned);
                 ctx.skip();
             }
             ("turn_context", _) | ("event_msg", "task_started") => {
-                if let Some(t) = str_field(payload, "turn_id") {
+                if let Some(t) = text_field(payload, "turn_id")? {
                     self.turn = Some(t.to_owned());
                     self.native_turns = true;
                 }
@@ -83,7 +97,7 @@ impl LineReader for Rollout {
             }
             ("event_msg", "turn_aborted") => {
                 let env = Envelope {
-                    turn: str_field(payload, "turn_id")
+                    turn: text_field(payload, "turn_id")?
                         .map(str::to_owned)
                         .or(env.turn),
                     ..env
@@ -92,7 +106,7 @@ impl LineReader for Rollout {
             }
             ("event_msg", "task_complete") => {
                 let env = Envelope {
-                    turn: str_field(payload, "turn_id")
+                    turn: text_field(payload, "turn_id")?
                         .map(str::to_owned)
                         .or(env.turn),
                     ..env
@@ -100,16 +114,19 @@ impl LineReader for Rollout {
                 ctx.turn_end(env, Some("task_complete".into()));
             }
             ("response_item", "function_call" | "custom_tool_call" | "local_shell_call") => {
-                let call_id = str_field(payload, "call_id").or_else(|| str_field(payload, "id"));
+                let call_id = match text_field(payload, "call_id")? {
+                    Some(id) => Some(id),
+                    None => text_field(payload, "id")?,
+                };
                 // `function_call` arguments are JSON text; a custom tool's input is the argument.
                 let (tool, args, wire) = match ptype {
                     "function_call" => (
-                        str_field(payload, "name"),
+                        text_field(payload, "name")?,
                         payload.get("arguments"),
                         ArgsWire::Encoded,
                     ),
                     "custom_tool_call" => (
-                        str_field(payload, "name"),
+                        text_field(payload, "name")?,
                         payload.get("input"),
                         ArgsWire::Value,
                     ),
@@ -120,7 +137,7 @@ impl LineReader for Rollout {
                         line,
                         format!("{ptype} has no `name`; the line is truncated"),
                     );
-                    return;
+                    return Ok(());
                 };
                 if let Some(id) = call_id {
                     self.tools.insert(id.to_owned(), tool.to_owned());
@@ -132,12 +149,12 @@ impl LineReader for Rollout {
                 ctx.announce_as(env, tool, args.cloned(), wire);
             }
             ("response_item", "function_call_output" | "custom_tool_call_output") => {
-                let Some(call_id) = str_field(payload, "call_id") else {
+                let Some(call_id) = text_field(payload, "call_id")? else {
                     ctx.error(
                         line,
                         format!("{ptype} has no `call_id`; it cannot name its call"),
                     );
-                    return;
+                    return Ok(());
                 };
                 let output = payload.get("output").cloned().unwrap_or(Value::Null);
                 let failed = payload.get("success").and_then(Value::as_bool) == Some(false)
@@ -155,6 +172,7 @@ impl LineReader for Rollout {
             }
             _ => ctx.skip(),
         }
+        Ok(())
     }
 }
 
@@ -228,12 +246,22 @@ impl LineReader for ExecJson {
         let Some(row) = ctx.json_line(line, bytes) else {
             return;
         };
-        let Some(kind) = str_field(&row, "type") else {
+        if let Err(problem) = self.row(ctx, line, &row) {
+            ctx.error(line, problem);
+        }
+    }
+}
+
+impl ExecJson {
+    /// Reads one event; a field the line's call is known by holding a value of the wrong type is
+    /// the error returned.
+    fn row(&mut self, ctx: &mut Ctx, line: usize, row: &Value) -> Result<(), String> {
+        let Some(kind) = str_field(row, "type") else {
             ctx.error(
                 line,
                 "line has no `type`; expected `codex exec --json` output",
             );
-            return;
+            return Ok(());
         };
         let time = ctx.clock.at(line - 1, None);
         let env = Envelope {
@@ -244,7 +272,7 @@ impl LineReader for ExecJson {
         };
         match kind {
             "thread.started" => {
-                self.thread = str_field(&row, "thread_id").map(str::to_owned);
+                self.thread = text_field(row, "thread_id")?.map(str::to_owned);
                 if self.thread.is_none() {
                     ctx.error(
                         line,
@@ -274,15 +302,15 @@ impl LineReader for ExecJson {
             "item.started" | "item.completed" => {
                 let Some(item) = row.get("item").filter(|i| i.is_object()) else {
                     ctx.error(line, format!("{kind} has no `item` object"));
-                    return;
+                    return Ok(());
                 };
-                let Some(call) = tool_item(item) else {
+                let Some(call) = tool_item(item)? else {
                     ctx.skip();
-                    return;
+                    return Ok(());
                 };
-                let Some(native) = str_field(item, "id") else {
+                let Some(native) = text_field(item, "id")? else {
                     ctx.error(line, format!("{kind} {} item has no `id`", call.tool));
-                    return;
+                    return Ok(());
                 };
                 let scope = self.thread.clone().unwrap_or_default();
                 if kind == "item.started" {
@@ -293,7 +321,7 @@ impl LineReader for ExecJson {
                         ..env
                     };
                     ctx.announce(env, &call.tool, call.args.clone());
-                    return;
+                    return Ok(());
                 }
                 if !self.ids.pending(&scope, native) {
                     let id = self.ids.open(&scope, native);
@@ -318,6 +346,7 @@ impl LineReader for ExecJson {
             }
             _ => ctx.skip(),
         }
+        Ok(())
     }
 }
 
@@ -330,10 +359,13 @@ struct ToolItem {
     attributes: Option<Map<String, Value>>,
 }
 
-fn tool_item(item: &Value) -> Option<ToolItem> {
+/// The tool call an exec item is (`None` for an item that is none), or what is wrong with it.
+fn tool_item(item: &Value) -> Result<Option<ToolItem>, String> {
     let status = str_field(item, "status").unwrap_or("");
     let bad_status = matches!(status, "failed" | "declined");
-    let t = str_field(item, "type")?;
+    let Some(t) = str_field(item, "type") else {
+        return Ok(None);
+    };
     let it = match t {
         "command_execution" => ToolItem {
             tool: t.to_owned(),
@@ -359,7 +391,7 @@ fn tool_item(item: &Value) -> Option<ToolItem> {
                 attributes.insert("mcpServer".into(), server.clone());
             }
             ToolItem {
-                tool: str_field(item, "tool")
+                tool: text_field(item, "tool")?
                     .unwrap_or("mcp_tool_call")
                     .to_owned(),
                 args: item.get("arguments").cloned(),
@@ -375,9 +407,9 @@ fn tool_item(item: &Value) -> Option<ToolItem> {
             failed: bad_status,
             attributes: None,
         },
-        _ => return None,
+        _ => return Ok(None),
     };
-    Some(it)
+    Ok(Some(it))
 }
 
 #[cfg(test)]

@@ -544,13 +544,49 @@ pub(crate) fn str_field<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
         .filter(|s| !s.trim().is_empty())
 }
 
-/// A JSON-RPC style id (string or number) as a string; blank strings count as absent.
-pub(crate) fn id_field(v: &Value, key: &str) -> Option<String> {
-    match v.get(key)? {
-        Value::String(s) if !s.trim().is_empty() => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
+/// A text field a call is known by (its id, session, turn, tool): `None` when missing, `null` or
+/// blank, and an error naming the field when it holds anything but text. Read leniently, a value
+/// of another type would quietly make another call of the line's (one without its id, say).
+pub(crate) fn text_field<'v>(v: &'v Value, key: &str) -> Result<Option<&'v str>, String> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.as_str()).filter(|s| !s.trim().is_empty())),
+        Some(other) => Err(wrong_type(key, "text", other)),
     }
+}
+
+/// A JSON-RPC id (text or number) as text: `None` when missing, `null` or blank, an error naming
+/// the field when it is neither.
+pub(crate) fn id_field(v: &Value, key: &str) -> Result<Option<String>, String> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone()).filter(|s| !s.trim().is_empty())),
+        Some(Value::Number(n)) => Ok(Some(n.to_string())),
+        Some(other) => Err(wrong_type(key, "text or a number", other)),
+    }
+}
+
+/// The first of `keys` that `v` holds a value for, read by `read` (one of the `*_field`
+/// readers): a logger may name the same field in several ways.
+pub(crate) fn first_of<'v, T>(
+    v: &'v Value,
+    keys: &[&str],
+    read: fn(&'v Value, &str) -> Result<Option<T>, String>,
+) -> Result<Option<T>, String> {
+    for key in keys {
+        if let Some(found) = read(v, key)? {
+            return Ok(Some(found));
+        }
+    }
+    Ok(None)
+}
+
+/// What [`text_field`] and its kin say of a field of the wrong type.
+fn wrong_type(key: &str, expected: &str, got: &Value) -> String {
+    format!(
+        "`{key}` must be {expected}, got `{}`",
+        excerpt(&got.to_string())
+    )
 }
 
 /// The first 80 characters of a value, for error messages.
@@ -562,11 +598,48 @@ pub(crate) fn excerpt(s: &str) -> String {
     out
 }
 
-/// An RFC 3339 string field as a timestamp.
-pub(crate) fn rfc3339_field(v: &Value, key: &str) -> Option<Timestamp> {
-    v.get(key)
-        .and_then(Value::as_str)
-        .and_then(|s| Timestamp::parse_rfc3339(s).ok())
+/// An RFC 3339 time field: `None` when missing or `null`, an error naming the field when it holds
+/// anything else. The clock rule stands in only for a time the line does not give, never for one
+/// it gives wrong.
+pub(crate) fn rfc3339_field(v: &Value, key: &str) -> Result<Option<Timestamp>, String> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => match Timestamp::parse_rfc3339(s) {
+            Ok(t) => Ok(Some(t)),
+            Err(_) => Err(wrong_type(
+                key,
+                "an RFC 3339 time",
+                &Value::String(s.clone()),
+            )),
+        },
+        Some(other) => Err(wrong_type(key, "an RFC 3339 time", other)),
+    }
+}
+
+/// A time field in whatever form [`loose_time`] reads: `None` when missing or `null`, an error
+/// naming the field when it holds something that is no time.
+pub(crate) fn loose_time_field(v: &Value, key: &str) -> Result<Option<Timestamp>, String> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(t) => loose_time(t).map(Some).ok_or_else(|| {
+            wrong_type(
+                key,
+                "a time (RFC 3339, or a number of seconds or milliseconds since the epoch)",
+                t,
+            )
+        }),
+    }
+}
+
+/// A field of seconds since the epoch: `None` when missing or `null`, an error naming the field
+/// when it holds anything but a number of seconds a time can be.
+pub(crate) fn seconds_field(v: &Value, key: &str) -> Result<Option<Timestamp>, String> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(t) => seconds(t)
+            .map(Some)
+            .ok_or_else(|| wrong_type(key, "a number of seconds since the epoch", t)),
+    }
 }
 
 /// Seconds since the epoch (integer or fractional) as a timestamp.

@@ -4,7 +4,9 @@ use serde_json::Value;
 use toolcalls_model::{Completion, EventBody};
 
 use crate::bodies::{each_value, Conversations, Origin};
-use crate::common::{excerpt, hints, rfc3339_field, seconds, str_field, Ctx, Envelope, IdScope};
+use crate::common::{
+    excerpt, hints, rfc3339_field, seconds_field, str_field, text_field, Ctx, Envelope, IdScope,
+};
 
 /// Gemini CLI session files (`~/.gemini/tmp/<project>/chats/session-*.json`): one JSON document.
 ///
@@ -20,7 +22,16 @@ pub(crate) fn cli_session(ctx: &mut Ctx, input: &[u8]) {
     let Some(doc) = ctx.json_document(input) else {
         return;
     };
-    let session = str_field(&doc, "sessionId").map(str::to_owned);
+    let (session, start) = match (
+        text_field(&doc, "sessionId"),
+        rfc3339_field(&doc, "startTime"),
+    ) {
+        (Ok(session), Ok(start)) => (session.map(str::to_owned), start),
+        (Err(problem), _) | (_, Err(problem)) => {
+            ctx.error(1, format!("{problem}; the session file is left out"));
+            return;
+        }
+    };
     let Some(messages) = doc.get("messages").and_then(Value::as_array) else {
         ctx.error(
             1,
@@ -28,16 +39,21 @@ pub(crate) fn cli_session(ctx: &mut Ctx, input: &[u8]) {
         );
         return;
     };
-    let start = rfc3339_field(&doc, "startTime");
     let mut turn: Option<String> = None;
     for (mi, m) in messages.iter().enumerate() {
-        let native = rfc3339_field(m, "timestamp").or(if mi == 0 { start } else { None });
-        let time = ctx.clock.at(mi, native);
+        let (native, id) = match (rfc3339_field(m, "timestamp"), text_field(m, "id")) {
+            (Ok(native), Ok(id)) => (native, id),
+            (Err(problem), _) | (_, Err(problem)) => {
+                ctx.error_at(1, format!("messages[{mi}]"), format!("{problem}; skipped"));
+                continue;
+            }
+        };
+        let time = ctx
+            .clock
+            .at(mi, native.or(if mi == 0 { start } else { None }));
         match str_field(m, "type") {
             Some("user") => {
-                turn = str_field(m, "id")
-                    .map(str::to_owned)
-                    .or_else(|| Some(format!("m{mi}")));
+                turn = id.map(str::to_owned).or_else(|| Some(format!("m{mi}")));
                 ctx.skip();
             }
             Some("gemini") => {
@@ -47,14 +63,25 @@ pub(crate) fn cli_session(ctx: &mut Ctx, input: &[u8]) {
                 };
                 for (ti, tc) in calls.iter().enumerate() {
                     let at = format!("messages[{mi}].toolCalls[{ti}]");
-                    let Some(name) = str_field(tc, "name") else {
+                    let (name, id, finished) = match (
+                        text_field(tc, "name"),
+                        text_field(tc, "id"),
+                        rfc3339_field(tc, "timestamp"),
+                    ) {
+                        (Ok(name), Ok(id), Ok(finished)) => (name, id, finished),
+                        (Err(problem), _, _) | (_, Err(problem), _) | (_, _, Err(problem)) => {
+                            ctx.error_at(1, at, format!("{problem}; skipped"));
+                            continue;
+                        }
+                    };
+                    let Some(name) = name else {
                         ctx.error_at(1, at, "tool call has no `name`; skipped");
                         continue;
                     };
                     let env = Envelope {
                         session: session.clone(),
                         turn: turn.clone(),
-                        call_id: str_field(tc, "id").map(str::to_owned),
+                        call_id: id.map(str::to_owned),
                         time,
                         ..Envelope::default()
                     };
@@ -71,7 +98,7 @@ pub(crate) fn cli_session(ctx: &mut Ctx, input: &[u8]) {
                         }
                         continue;
                     }
-                    let done = rfc3339_field(tc, "timestamp").map_or(time, |t| t.max(time));
+                    let done = finished.map_or(time, |t| t.max(time));
                     let c = Completion {
                         result: (tc.get("result").map(cli_result)).map(toolcalls_model::Json::from),
                         is_error: status == "error",
@@ -94,6 +121,11 @@ fn cli_result(result: &Value) -> Value {
         }
     }
     result.clone()
+}
+
+/// The `name` and `id` of a `functionCall` or `functionResponse`.
+fn name_and_id(v: &Value) -> Result<(Option<&str>, Option<&str>), String> {
+    Ok((text_field(v, "name")?, text_field(v, "id")?))
 }
 
 fn function_call(part: &Value) -> Option<&Value> {
@@ -151,7 +183,13 @@ impl Api {
             return;
         }
         if let Some(events) = v.get("events").and_then(Value::as_array) {
-            let session = str_field(v, "id").or(session).map(str::to_owned);
+            let session = match text_field(v, "id") {
+                Ok(id) => id.or(session).map(str::to_owned),
+                Err(problem) => {
+                    ctx.error(line, format!("{problem}; the ADK session is left out"));
+                    return;
+                }
+            };
             for (i, e) in events.iter().enumerate() {
                 self.adk_event(ctx, line, i, e, session.as_deref());
             }
@@ -165,10 +203,17 @@ impl Api {
             self.adk_event(ctx, line, index, v, session);
             return;
         }
+        let named = match text_field(v, "session") {
+            Ok(named) => named,
+            Err(problem) => {
+                ctx.error(line, problem);
+                return;
+            }
+        };
         let origin = Origin {
             line,
             time: ctx.clock.at(index, None),
-            session: str_field(v, "session").or(session).map(str::to_owned),
+            session: named.or(session).map(str::to_owned),
         };
         if v.get("request").is_some() || v.get("response").is_some() {
             if let Some(req) = v.get("request") {
@@ -258,12 +303,33 @@ impl Api {
         e: &Value,
         session: Option<&str>,
     ) {
+        let read = || -> Result<_, String> {
+            let turn = match text_field(e, "invocationId")? {
+                Some(turn) => Some(turn),
+                None => text_field(e, "invocation_id")?,
+            };
+            Ok((
+                seconds_field(e, "timestamp")?,
+                turn,
+                text_field(e, "author")?,
+            ))
+        };
+        let (time, turn, author) = match read() {
+            Ok(fields) => fields,
+            Err(problem) => {
+                ctx.error_at(
+                    line,
+                    format!("events[{index}]"),
+                    format!("{problem}; skipped"),
+                );
+                return;
+            }
+        };
         let origin = Origin {
             line,
-            time: ctx.clock.at(index, e.get("timestamp").and_then(seconds)),
+            time: ctx.clock.at(index, time),
             session: session.map(str::to_owned),
         };
-        let turn = str_field(e, "invocationId").or_else(|| str_field(e, "invocation_id"));
         let parts = e
             .get("content")
             .and_then(|c| c.get("parts"))
@@ -275,7 +341,7 @@ impl Api {
             if function_call(part).is_some() || function_response(part).is_some() {
                 any = true;
                 let at = format!("events[{index}].content.parts[{pi}]");
-                self.part(ctx, &origin, &at, turn, str_field(e, "author"), part);
+                self.part(ctx, &origin, &at, turn, author, part);
             }
         }
         if !any {
@@ -298,8 +364,18 @@ impl Api {
             turn: turn.map(str::to_owned),
             ..origin.envelope(None)
         };
+        let named = function_call(part).or_else(|| function_response(part));
+        let fields = match named.map(name_and_id) {
+            Some(Ok(fields)) => fields,
+            Some(Err(problem)) => {
+                ctx.error_at(origin.line, at, format!("{problem}; skipped"));
+                return;
+            }
+            None => return,
+        };
+        let (name, id) = fields;
         if let Some(fc) = function_call(part) {
-            let Some(name) = str_field(fc, "name") else {
+            let Some(name) = name else {
                 ctx.error_at(
                     origin.line,
                     at,
@@ -310,7 +386,7 @@ impl Api {
                 );
                 return;
             };
-            let id = str_field(fc, "id").map(|id| self.ids.open(&scope, id));
+            let id = id.map(|id| self.ids.open(&scope, id));
             let i = ctx.announce(
                 Envelope { call_id: id, ..env },
                 name,
@@ -321,7 +397,7 @@ impl Api {
                 a.agent = Some(author.to_owned());
             }
         } else if let Some(fr) = function_response(part) {
-            let id = str_field(fr, "id").map(|id| self.ids.close(&scope, id));
+            let id = id.map(|id| self.ids.close(&scope, id));
             let response = fr.get("response").cloned();
             let is_error = response
                 .as_ref()
@@ -330,7 +406,7 @@ impl Api {
             let c = Completion {
                 result: (response).map(toolcalls_model::Json::from),
                 is_error,
-                ..hints(str_field(fr, "name"), None)
+                ..hints(name, None)
             };
             ctx.complete(Envelope { call_id: id, ..env }, c);
         }

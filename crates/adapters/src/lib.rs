@@ -26,7 +26,9 @@
 //! # Guarantees
 //!
 //! - A malformed line (or a malformed part of a document) becomes a [`LineError`] naming the file
-//!   and line, and parsing goes on with the next one.
+//!   and line, and parsing goes on with the next one. So does a field a call is known by (id,
+//!   session, turn, tool, time) holding a value of the wrong type: the line, block or part that
+//!   holds it is left out, never read as another call.
 //! - Events come out in input order (OpenTelemetry spans, which are not written in time order, are
 //!   sorted by event time).
 //! - Native ids are never unique beyond their scope; adapters put the scope (`session`, `thread`)

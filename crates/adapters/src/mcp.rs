@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use serde_json::Value;
 use toolcalls_model::{Completion, Timestamp};
 
-use crate::common::{id_field, loose_time, str_field, Ctx, Envelope, IdScope};
+use crate::common::{
+    first_of, id_field, loose_time_field, str_field, text_field, Ctx, Envelope, IdScope,
+};
 use crate::line_reader::LineReader;
 
 /// Which side sent a message, as far as the log says.
@@ -85,26 +87,15 @@ impl LineReader for McpLog {
                 }
             }
         };
-        let native = meta.and_then(|m| {
-            ["timestamp", "time", "ts"]
-                .iter()
-                .find_map(|k| m.get(*k).and_then(loose_time))
-        });
+        let (native, session) = match meta.map(wrapper_fields).transpose() {
+            Ok(fields) => fields.unwrap_or_default(),
+            Err(problem) => {
+                ctx.error(line, problem);
+                return;
+            }
+        };
         let time = ctx.clock.at(line - 1, native);
-        let session = meta
-            .and_then(|m| {
-                [
-                    "session",
-                    "sessionId",
-                    "session_id",
-                    "mcpSessionId",
-                    "Mcp-Session-Id",
-                    "mcp-session-id",
-                ]
-                .iter()
-                .find_map(|k| str_field(m, k))
-            })
-            .map(str::to_owned);
+        let session = session.map(str::to_owned);
         let side =
             sender(meta.and_then(|m| str_field(m, "direction").or_else(|| str_field(m, "dir"))));
         match message {
@@ -116,6 +107,24 @@ impl LineReader for McpLog {
             m => self.0.message(ctx, line, time, &session, side, m),
         }
     }
+}
+
+/// The time and session a logger's wrapper gives its message.
+fn wrapper_fields(meta: &Value) -> Result<(Option<Timestamp>, Option<&str>), String> {
+    let time = first_of(meta, &["timestamp", "time", "ts"], loose_time_field)?;
+    let session = first_of(
+        meta,
+        &[
+            "session",
+            "sessionId",
+            "session_id",
+            "mcpSessionId",
+            "Mcp-Session-Id",
+            "mcp-session-id",
+        ],
+        text_field,
+    )?;
+    Ok((time, session))
 }
 
 #[derive(Default)]
@@ -140,7 +149,13 @@ impl Mcp {
             return;
         }
         let session_key = ctx.session_or_default(session);
-        let id = id_field(m, "id");
+        let id = match id_field(m, "id") {
+            Ok(id) => id,
+            Err(problem) => {
+                ctx.error(line, problem);
+                return;
+            }
+        };
         let env = Envelope {
             session: session.clone(),
             time,
@@ -151,7 +166,14 @@ impl Mcp {
                 // A notification; only a cancellation matters here.
                 if method == "notifications/cancelled" {
                     let params = m.get("params").unwrap_or(&Value::Null);
-                    if let Some(request_id) = id_field(params, "requestId") {
+                    let request_id = match id_field(params, "requestId") {
+                        Ok(request_id) => request_id,
+                        Err(problem) => {
+                            ctx.error(line, format!("notifications/cancelled: {problem}"));
+                            return;
+                        }
+                    };
+                    if let Some(request_id) = request_id {
                         let key = (session_key.clone(), side, request_id.clone());
                         if self.pending.get(&key).is_some_and(|m| m == "tools/call") {
                             self.pending.remove(&key);
@@ -184,7 +206,14 @@ impl Mcp {
                 return;
             }
             let params = m.get("params").unwrap_or(&Value::Null);
-            let Some(tool) = str_field(params, "name") else {
+            let tool = match text_field(params, "name") {
+                Ok(tool) => tool,
+                Err(problem) => {
+                    ctx.error(line, format!("tools/call request {id}: {problem}"));
+                    return;
+                }
+            };
+            let Some(tool) = tool else {
                 ctx.error(
                     line,
                     format!(

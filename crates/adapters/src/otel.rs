@@ -4,7 +4,8 @@ use serde_json::{Map, Value};
 use toolcalls_model::{Completion, EventBody, Timestamp};
 
 use crate::common::{
-    announce_as, hints_as, is_pretty_document, lines, str_field, ArgsWire, Ctx, Envelope,
+    announce_as, first_of, hints_as, id_field, is_pretty_document, lines, str_field, text_field,
+    ArgsWire, Ctx, Envelope,
 };
 
 /// OTLP JSON traces (`{"resourceSpans": [...]}`): one export request per line, as the OpenTelemetry
@@ -83,16 +84,22 @@ fn span_events(
     span: &Value,
     out: &mut Vec<(Timestamp, usize, Envelope, EventBody)>,
 ) {
-    let attrs = attributes(span.get("attributes"));
+    let attrs = Value::Object(attributes(span.get("attributes")));
     let name = str_field(span, "name").unwrap_or("");
     let op = attrs.get("gen_ai.operation.name").and_then(Value::as_str);
     if op != Some("execute_tool") && !name.starts_with("execute_tool") {
         ctx.skip();
         return;
     }
-    let tool = attrs
-        .get("gen_ai.tool.name")
-        .and_then(Value::as_str)
+    let fields = match Fields::of(span, &attrs) {
+        Ok(fields) => fields,
+        Err(problem) => {
+            ctx.error_at(line, at, format!("{problem}; skipped"));
+            return;
+        }
+    };
+    let tool = fields
+        .tool
         .or_else(|| name.strip_prefix("execute_tool ").map(str::trim))
         .filter(|t| !t.is_empty());
     let Some(tool) = tool else {
@@ -111,28 +118,21 @@ fn span_events(
         return;
     };
     let end = end.max(start);
-    let trace = str_field(span, "traceId").map(str::to_owned);
-    let session = ["gen_ai.conversation.id", "session.id"]
-        .iter()
-        .find_map(|k| attrs.get(*k).and_then(Value::as_str))
-        .map(str::to_owned)
-        .or_else(|| trace.clone());
-    let call_id = attrs
-        .get("gen_ai.tool.call.id")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
+    let trace = fields.trace.map(str::to_owned);
+    let session = fields.session.or_else(|| trace.clone());
+    let call_id = fields.call_id;
     let args = attrs.get("gen_ai.tool.call.arguments").cloned();
     let status = span.get("status").and_then(|s| s.get("code"));
     let is_error = matches!(status, Some(Value::Number(n)) if n.as_u64() == Some(2))
         || status.and_then(Value::as_str) == Some("STATUS_CODE_ERROR")
-        || attrs.contains_key("error.type");
+        || attrs.get("error.type").is_some();
     let mut span_attrs = Map::new();
     if let Some(id) = span.get("spanId") {
         span_attrs.insert("spanId".into(), id.clone());
     }
     // The span's W3C trace context: the processor's span of the record joins the agent's trace
     // as a child of this span (`--otlp-endpoint`).
-    if let (Some(trace), Some(span_id)) = (trace.as_deref(), str_field(span, "spanId")) {
+    if let (Some(trace), Some(span_id)) = (trace.as_deref(), fields.span) {
         let hex = |s: &str, n| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
         if hex(trace, 32) && hex(span_id, 16) {
             let parent = format!(
@@ -152,10 +152,7 @@ fn span_events(
     };
     // The conventions record structured arguments as JSON text.
     let mut a = announce_as(tool, args.clone(), ArgsWire::Encoded);
-    a.agent = ["gen_ai.agent.name", "gen_ai.agent.id"]
-        .iter()
-        .find_map(|k| attrs.get(*k).and_then(Value::as_str))
-        .map(str::to_owned);
+    a.agent = fields.agent;
     let result = attrs.get("gen_ai.tool.call.result").cloned().or_else(|| {
         is_error.then(|| {
             span.get("status")
@@ -187,6 +184,31 @@ fn span_events(
         Envelope { time: end, ..env },
         EventBody::Completion(c),
     ));
+}
+
+/// What an `execute_tool` span's call is known by. An id may be an integer attribute; it is read
+/// as its decimal text.
+struct Fields<'s> {
+    tool: Option<&'s str>,
+    trace: Option<&'s str>,
+    span: Option<&'s str>,
+    session: Option<String>,
+    call_id: Option<String>,
+    agent: Option<String>,
+}
+
+impl<'s> Fields<'s> {
+    /// The fields, or the one of them that holds a value of the wrong type.
+    fn of(span: &'s Value, attrs: &'s Value) -> Result<Fields<'s>, String> {
+        Ok(Fields {
+            tool: text_field(attrs, "gen_ai.tool.name")?,
+            trace: text_field(span, "traceId")?,
+            span: text_field(span, "spanId")?,
+            session: first_of(attrs, &["gen_ai.conversation.id", "session.id"], id_field)?,
+            call_id: id_field(attrs, "gen_ai.tool.call.id")?,
+            agent: first_of(attrs, &["gen_ai.agent.name", "gen_ai.agent.id"], id_field)?,
+        })
+    }
 }
 
 /// OTLP `KeyValue` list → map of plain JSON values.

@@ -2,10 +2,10 @@
 
 use serde_json::Value;
 use toolcalls_model::{
-    Approval, ApprovalDecision, Completion, EventBody, HookDecision, HookVerdict,
+    Approval, ApprovalDecision, Completion, EventBody, HookDecision, HookVerdict, Timestamp,
 };
 
-use crate::common::{hints, loose_time, str_field, Ctx, Envelope};
+use crate::common::{first_of, hints, loose_time_field, str_field, text_field, Ctx, Envelope};
 use crate::line_reader::LineReader;
 
 /// Claude Code hook payloads, one JSON object per line as a logging hook writes them (the hook's
@@ -31,17 +31,26 @@ impl LineReader for Hooks {
             ctx.error(line, "payload has no `hook_event_name`; expected Claude Code hook input (one JSON object per line)");
             return;
         };
-        let native = ["timestamp", "time", "ts"]
-            .iter()
-            .find_map(|k| p.get(*k).and_then(loose_time));
-        let time = ctx.clock.at(line - 1, native);
+        let Fields {
+            time,
+            session,
+            call_id,
+            tool,
+            agent,
+        } = match Fields::of(&p) {
+            Ok(fields) => fields,
+            Err(problem) => {
+                ctx.error(line, problem);
+                return;
+            }
+        };
+        let time = ctx.clock.at(line - 1, time);
         let mut env = Envelope {
-            session: str_field(&p, "session_id").map(str::to_owned),
-            call_id: str_field(&p, "tool_use_id").map(str::to_owned),
+            session: session.map(str::to_owned),
+            call_id: call_id.map(str::to_owned),
             time,
             ..Envelope::default()
         };
-        let tool = str_field(&p, "tool_name");
         let args = p.get("tool_input").cloned();
         let needs_tool = matches!(
             event,
@@ -58,9 +67,7 @@ impl LineReader for Hooks {
             "PreToolUse" => {
                 let tool = tool.unwrap_or_default();
                 let i = ctx.announce(env.clone(), tool, args.clone());
-                if let Some(agent) =
-                    str_field(&p, "agent_id").or_else(|| str_field(&p, "agent_type"))
-                {
+                if let Some(agent) = agent {
                     if let EventBody::Announce(a) = &mut ctx.events_mut()[i].body {
                         a.agent = Some(agent.to_owned());
                     }
@@ -132,6 +139,28 @@ impl LineReader for Hooks {
             }
             _ => ctx.skip(),
         }
+    }
+}
+
+/// What a payload's call is known by.
+struct Fields<'p> {
+    time: Option<Timestamp>,
+    session: Option<&'p str>,
+    call_id: Option<&'p str>,
+    tool: Option<&'p str>,
+    agent: Option<&'p str>,
+}
+
+impl<'p> Fields<'p> {
+    /// The fields, or the one of them that holds a value of the wrong type.
+    fn of(p: &'p Value) -> Result<Fields<'p>, String> {
+        Ok(Fields {
+            time: first_of(p, &["timestamp", "time", "ts"], loose_time_field)?,
+            session: text_field(p, "session_id")?,
+            call_id: text_field(p, "tool_use_id")?,
+            tool: text_field(p, "tool_name")?,
+            agent: first_of(p, &["agent_id", "agent_type"], text_field)?,
+        })
     }
 }
 

@@ -4,7 +4,7 @@ use serde_json::{Map, Value};
 
 use super::content::message_content;
 use crate::anthropic::{blocks, Block};
-use crate::common::{loose_time, str_field, Ctx, Envelope};
+use crate::common::{loose_time_field, str_field, text_field, Ctx, Envelope};
 use crate::line_reader::LineReader;
 
 /// `claude -p --output-format stream-json [--verbose]` output.
@@ -28,12 +28,21 @@ impl LineReader for StreamJson {
             );
             return;
         };
-        let time = ctx
-            .clock
-            .at(line - 1, row.get("timestamp").and_then(loose_time));
-        let session = str_field(&row, "session_id").map(str::to_owned);
+        let (time, session, parent) = match (
+            loose_time_field(&row, "timestamp"),
+            text_field(&row, "session_id"),
+            text_field(&row, "parent_tool_use_id"),
+        ) {
+            (Ok(time), Ok(session), Ok(parent)) => (time, session, parent),
+            (Err(problem), _, _) | (_, Err(problem), _) | (_, _, Err(problem)) => {
+                ctx.error(line, problem);
+                return;
+            }
+        };
+        let time = ctx.clock.at(line - 1, time);
+        let session = session.map(str::to_owned);
         let mut attributes = Map::new();
-        if let Some(p) = str_field(&row, "parent_tool_use_id") {
+        if let Some(p) = parent {
             attributes.insert("parentToolUseId".into(), Value::from(p));
         }
         let env = Envelope {
@@ -65,6 +74,9 @@ impl LineReader for StreamJson {
                             ctx.announce(env, name, call.input.cloned());
                         }
                         Block::Result(result) => {
+                            if !result.readable_or_report(ctx, line, "message") {
+                                continue;
+                            }
                             let mut env = Envelope {
                                 call_id: result.id.clone(),
                                 ..env.clone()

@@ -7,7 +7,7 @@ use toolcalls_model::{Checksum, EventBody, Timestamp};
 
 use super::content::message_content;
 use crate::anthropic::{blocks, Block};
-use crate::common::{rfc3339_field, str_field, Ctx, Envelope};
+use crate::common::{rfc3339_field, text_field, Ctx, Envelope};
 use crate::line_reader::LineReader;
 
 /// Turn state of one conversation stream: the main agent, or one subagent.
@@ -54,25 +54,43 @@ impl LineReader for Transcript {
         let Some(row) = ctx.json_object_line(line, bytes, "a Claude Code transcript row") else {
             return;
         };
+        if let Err(problem) = self.row(ctx, line, &row) {
+            ctx.error(line, problem);
+        }
+    }
+}
+
+impl Transcript {
+    /// Reads one row; a field the row's calls are known by holding a value of the wrong type is
+    /// the error returned. A content block with one is reported on its own (`anthropic::blocks`).
+    fn row(&mut self, ctx: &mut Ctx, line: usize, row: &Value) -> Result<(), String> {
         let Some(kind) = row.get("type").and_then(Value::as_str) else {
             ctx.error(line, "row has no `type`; is this a Claude Code transcript? try --format claude-code-stream or claude-code-hooks");
-            return;
+            return Ok(());
         };
-        let time = ctx.clock.at(line - 1, rfc3339_field(&row, "timestamp"));
-        let session = str_field(&row, "sessionId")
+        let time = ctx.clock.at(line - 1, rfc3339_field(row, "timestamp")?);
+        let session = text_field(row, "sessionId")?
             .unwrap_or(ctx.default_session())
             .to_owned();
         let sidechain = row
             .get("isSidechain")
             .and_then(Value::as_bool)
             .unwrap_or(false);
-        let agent = sidechain.then(|| str_field(&row, "agentId").unwrap_or("sidechain").to_owned());
+        let agent = match sidechain {
+            true => Some(
+                text_field(row, "agentId")?
+                    .unwrap_or("sidechain")
+                    .to_owned(),
+            ),
+            false => None,
+        };
+        let uuid = text_field(row, "uuid")?;
         let stream_key = (session.clone(), agent.clone().unwrap_or_default());
 
         match kind {
             "assistant" => {
-                let Some(content) = message_content(ctx, line, &row, kind, "row") else {
-                    return;
+                let Some(content) = message_content(ctx, line, row, kind, "row") else {
+                    return Ok(());
                 };
                 let turn = self.turns.get(&stream_key).and_then(|t| t.turn.clone());
                 let mut any = false;
@@ -101,7 +119,7 @@ impl LineReader for Transcript {
                     let i = ctx.announce(env, name, call.input.cloned());
                     if let EventBody::Announce(a) = &mut ctx.events_mut()[i].body {
                         a.agent.clone_from(&agent);
-                        if let Some(uuid) = str_field(&row, "uuid") {
+                        if let Some(uuid) = uuid {
                             self.calls_of_row
                                 .entry(uuid.to_owned())
                                 .or_default()
@@ -114,20 +132,24 @@ impl LineReader for Transcript {
                 }
             }
             "user" => {
-                let Some(content) = message_content(ctx, line, &row, kind, "row") else {
-                    return;
+                let Some(content) = message_content(ctx, line, row, kind, "row") else {
+                    return Ok(());
                 };
-                let state = self.turns.entry(stream_key).or_default();
                 let found = blocks(content);
+                let source = text_field(row, "sourceToolAssistantUUID")?;
+                let state = self.turns.entry(stream_key).or_default();
                 if found.is_empty() {
-                    user_text(ctx, &row, content, &session, state, time);
-                    return;
+                    user_text(ctx, row, content, &session, state, time, uuid);
+                    return Ok(());
                 }
                 let single = found.len() == 1;
                 for b in found {
                     let Block::Result(result) = b else {
                         continue;
                     };
+                    if !result.readable_or_report(ctx, line, "message") {
+                        continue;
+                    }
                     if let Some(id) = &result.id {
                         if !self.completed.insert((session.clone(), id.clone())) {
                             ctx.skip();
@@ -158,8 +180,7 @@ impl LineReader for Transcript {
                     // call, the result can carry its tool and checksum (what the fallbacks use when
                     // ids are missing). Older versions only chain rows with `parentUuid`, which is
                     // wrong for parallel calls, so it is not used.
-                    let source = str_field(&row, "sourceToolAssistantUUID")
-                        .and_then(|u| self.calls_of_row.get(u));
+                    let source = source.and_then(|u| self.calls_of_row.get(u));
                     if let (true, Some([(tool, checksum)])) = (single, source.map(Vec::as_slice)) {
                         c.tool = Some(tool.clone());
                         c.checksum.clone_from(checksum);
@@ -168,8 +189,10 @@ impl LineReader for Transcript {
                 }
             }
             "progress" => {
-                let tool_id =
-                    str_field(&row, "parentToolUseID").or_else(|| str_field(&row, "toolUseID"));
+                let tool_id = match text_field(row, "parentToolUseID")? {
+                    Some(id) => Some(id),
+                    None => text_field(row, "toolUseID")?,
+                };
                 if let (Some(tool_id), Some(data)) = (tool_id, row.get("data")) {
                     self.progress
                         .entry((session, tool_id.to_owned()))
@@ -180,6 +203,7 @@ impl LineReader for Transcript {
             }
             _ => ctx.skip(),
         }
+        Ok(())
     }
 }
 
@@ -191,6 +215,7 @@ fn user_text(
     session: &str,
     state: &mut TurnState,
     time: Timestamp,
+    uuid: Option<&str>,
 ) {
     let text = match content {
         Value::String(s) => s.as_str(),
@@ -240,8 +265,7 @@ fn user_text(
     } else {
         ctx.skip();
     }
-    let uuid = str_field(row, "uuid").map(str::to_owned);
-    state.turn = Some(uuid.unwrap_or_else(|| format!("t{}", time.millis())));
+    state.turn = Some(uuid.map_or_else(|| format!("t{}", time.millis()), str::to_owned));
     state.aborted = false;
 }
 

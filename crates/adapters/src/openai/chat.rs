@@ -5,7 +5,7 @@ use toolcalls_model::Completion;
 
 use super::exchange::for_each_body;
 use crate::bodies::{each_value, Conversations, Origin};
-use crate::common::{excerpt, hints, seconds, str_field, ArgsWire, Ctx, IdScope};
+use crate::common::{excerpt, hints, seconds_field, str_field, text_field, ArgsWire, Ctx, IdScope};
 
 /// A streamed tool call being assembled.
 struct Partial {
@@ -63,10 +63,17 @@ impl Chat {
             for_each_body(v, |body| self.value(ctx, line, index, body));
             return;
         }
+        let (time, session) = match (seconds_field(v, "created"), text_field(v, "session")) {
+            (Ok(time), Ok(session)) => (time, session),
+            (Err(problem), _) | (_, Err(problem)) => {
+                ctx.error(line, problem);
+                return;
+            }
+        };
         let origin = Origin {
             line,
-            time: ctx.clock.at(index, v.get("created").and_then(seconds)),
-            session: str_field(v, "session").map(str::to_owned),
+            time: ctx.clock.at(index, time),
+            session: session.map(str::to_owned),
         };
         let object = str_field(v, "object").unwrap_or("");
         let is_chunk = object == "chat.completion.chunk"
@@ -89,7 +96,13 @@ impl Chat {
     }
 
     fn chunk(&mut self, ctx: &mut Ctx, origin: &Origin, v: &Value) {
-        let response_id = str_field(v, "id").unwrap_or("").to_owned();
+        let response_id = match text_field(v, "id") {
+            Ok(id) => id.unwrap_or("").to_owned(),
+            Err(problem) => {
+                ctx.error(origin.line, problem);
+                return;
+            }
+        };
         // A new response closes the calls of the previous ones.
         self.flush(ctx, |(r, _)| r != &response_id);
         let Some(choice) = first_choice(v) else {
@@ -102,10 +115,17 @@ impl Chat {
             .and_then(|d| d.get("tool_calls"))
             .and_then(Value::as_array)
         {
-            for tc in calls {
+            for (ci, tc) in calls.iter().enumerate() {
                 used = true;
                 let f = tc.get("function").unwrap_or(&Value::Null);
-                let name = str_field(f, "name");
+                let (name, id) = match (text_field(f, "name"), text_field(tc, "id")) {
+                    (Ok(name), Ok(id)) => (name, id),
+                    (Err(problem), _) | (_, Err(problem)) => {
+                        let at = format!("choices[0].delta.tool_calls[{ci}]");
+                        ctx.error_at(origin.line, at, format!("{problem}; skipped"));
+                        continue;
+                    }
+                };
                 let index = match tc.get("index").and_then(Value::as_u64) {
                     Some(i) => i,
                     // Providers that omit `index`: a name starts a new call, pieces extend the last.
@@ -140,7 +160,7 @@ impl Chat {
                 };
                 let p = &mut self.partials[pos].1;
                 if p.id.is_none() {
-                    p.id = str_field(tc, "id").map(str::to_owned);
+                    p.id = id.map(str::to_owned);
                 }
                 if p.name.is_none() {
                     p.name = name.map(str::to_owned);
@@ -222,7 +242,7 @@ impl Chat {
                         .enumerate()
                         .map(|(ci, c)| Item::Call(mi, ci, c)),
                 ),
-                Some(role @ ("tool" | "function")) => found.push(Item::Result(role, m)),
+                Some(role @ ("tool" | "function")) => found.push(Item::Result(mi, role, m)),
                 _ => {}
             }
         }
@@ -242,15 +262,23 @@ impl Chat {
                     let at = format!("messages[{mi}].tool_calls[{ci}]");
                     self.announce_call(ctx, origin, &at, c);
                 }
-                Item::Result(role, m) => {
+                Item::Result(mi, role, m) => {
+                    let (id, name) = match (text_field(m, "tool_call_id"), text_field(m, "name")) {
+                        (Ok(id), Ok(name)) => (id, name),
+                        (Err(problem), _) | (_, Err(problem)) => {
+                            let at = format!("messages[{mi}]");
+                            ctx.error_at(origin.line, at, format!("{problem}; skipped"));
+                            continue;
+                        }
+                    };
                     let id = if role == "tool" {
-                        str_field(m, "tool_call_id").map(|id| self.ids.close(&scope, id))
+                        id.map(|id| self.ids.close(&scope, id))
                     } else {
                         None
                     };
                     let c = Completion {
                         result: (m.get("content").cloned()).map(toolcalls_model::Json::from),
-                        ..hints(str_field(m, "name"), None)
+                        ..hints(name, None)
                     };
                     ctx.complete(origin.envelope(id), c);
                 }
@@ -261,7 +289,14 @@ impl Chat {
     /// Emits the call `c` found at `at` (a JSON path) of the value read at `origin`.
     fn announce_call(&mut self, ctx: &mut Ctx, origin: &Origin, at: &str, c: &Value) {
         let f = c.get("function").unwrap_or(c);
-        let Some(name) = str_field(f, "name") else {
+        let (name, id) = match (text_field(f, "name"), text_field(c, "id")) {
+            (Ok(name), Ok(id)) => (name, id),
+            (Err(problem), _) | (_, Err(problem)) => {
+                ctx.error_at(origin.line, at, format!("{problem}; skipped"));
+                return;
+            }
+        };
+        let Some(name) = name else {
             ctx.error_at(
                 origin.line,
                 at,
@@ -273,7 +308,7 @@ impl Chat {
             return;
         };
         let scope = ctx.session_or_default(&origin.session);
-        let id = str_field(c, "id").map(|id| self.ids.open(&scope, id));
+        let id = id.map(|id| self.ids.open(&scope, id));
         ctx.announce_as(
             origin.envelope(id),
             name,
@@ -287,8 +322,8 @@ impl Chat {
 enum Item<'v> {
     /// `messages[i].tool_calls[j]`.
     Call(usize, usize, &'v Value),
-    /// A `tool` or `function` message.
-    Result(&'v str, &'v Value),
+    /// `messages[i]`, a `tool` or `function` message.
+    Result(usize, &'v str, &'v Value),
 }
 
 /// The first choice (`index` 0) of a response or chunk: the others are alternatives the client did

@@ -7,7 +7,9 @@ use toolcalls_model::{Completion, Timestamp};
 
 use super::exchange::for_each_body;
 use crate::bodies::each_value;
-use crate::common::{excerpt, hints_as, seconds, str_field, ArgsWire, Ctx, Envelope};
+use crate::common::{
+    excerpt, hints_as, seconds_field, str_field, text_field, ArgsWire, Ctx, Envelope,
+};
 
 /// A call item being streamed, by item id.
 struct Item {
@@ -63,8 +65,14 @@ impl Responses {
         } else if str_field(v, "object") == Some("response")
             || v.get("output").is_some_and(Value::is_array)
         {
-            let time = ctx.clock.at(index, v.get("created_at").and_then(seconds));
-            self.set_session(v);
+            let created = match (seconds_field(v, "created_at"), self.set_session(v)) {
+                (Ok(created), Ok(())) => created,
+                (Err(problem), _) | (_, Err(problem)) => {
+                    ctx.error(line, problem);
+                    return;
+                }
+            };
+            let time = ctx.clock.at(index, created);
             self.output(ctx, line, time, v);
         } else if v.get("input").is_some() {
             let time = ctx.clock.at(index, None);
@@ -91,47 +99,60 @@ impl Responses {
         }
     }
 
-    fn set_session(&mut self, response: &Value) {
-        let conv = response.get("conversation").and_then(|c| match c {
-            Value::String(s) => Some(s.as_str()),
-            other => str_field(other, "id"),
-        });
+    /// Takes the session from a response's `conversation` (its id, or an object with it).
+    fn set_session(&mut self, response: &Value) -> Result<(), String> {
+        let conv = match response.get("conversation") {
+            Some(Value::Object(_)) => text_field(&response["conversation"], "id")?,
+            Some(_) => text_field(response, "conversation")?,
+            None => None,
+        };
         if let Some(c) = conv {
             self.session = Some(c.to_owned());
         }
+        Ok(())
     }
 
     fn event(&mut self, ctx: &mut Ctx, line: usize, index: usize, kind: &str, v: &Value) {
         let response = v.get("response");
-        let created = response.and_then(|r| r.get("created_at")).and_then(seconds);
-        let time = ctx.clock.at(
-            index,
-            if kind == "response.created" {
-                created
-            } else {
-                None
+        let created = match (kind, response) {
+            ("response.created", Some(r)) => match seconds_field(r, "created_at") {
+                Ok(created) => created,
+                Err(problem) => {
+                    ctx.error(line, problem);
+                    return;
+                }
             },
-        );
+            _ => None,
+        };
+        let time = ctx.clock.at(index, created);
         match kind {
             "response.created" => {
                 if let Some(r) = response {
-                    self.set_session(r);
+                    if let Err(problem) = self.set_session(r) {
+                        ctx.error(line, problem);
+                        return;
+                    }
                 }
                 ctx.skip();
             }
             "response.output_item.added" => {
                 let item = v.get("item").unwrap_or(&Value::Null);
-                if let (Some("function_call" | "custom_tool_call"), Some(id)) =
-                    (str_field(item, "type"), str_field(item, "id"))
-                {
-                    self.items.insert(
-                        id.to_owned(),
-                        Item {
-                            call_id: str_field(item, "call_id").map(str::to_owned),
-                            name: str_field(item, "name").map(str::to_owned),
-                            args: String::new(),
-                        },
-                    );
+                if let Some("function_call" | "custom_tool_call") = str_field(item, "type") {
+                    match names(item) {
+                        Ok((Some(id), call_id, name)) => {
+                            let item = Item {
+                                call_id: call_id.map(str::to_owned),
+                                name: name.map(str::to_owned),
+                                args: String::new(),
+                            };
+                            self.items.insert(id.to_owned(), item);
+                        }
+                        Ok((None, ..)) => {}
+                        Err(problem) => {
+                            ctx.error_at(line, "item", format!("{problem}; skipped"));
+                            return;
+                        }
+                    }
                 }
                 ctx.skip();
             }
@@ -201,19 +222,21 @@ impl Responses {
             time,
             ..Envelope::default()
         };
-        let call_id = str_field(item, "call_id").map(str::to_owned);
+        let (item_id, call_id, name) = match names(item) {
+            Ok(fields) => fields,
+            Err(problem) if is_call_item(kind) => {
+                ctx.error_at(line, at, format!("{problem}; skipped"));
+                return true;
+            }
+            Err(_) => return false,
+        };
+        let call_id = call_id.map(str::to_owned);
         match kind {
             "function_call" | "custom_tool_call" | "computer_call" | "local_shell_call" => {
                 // `function_call` arguments are JSON text; the other items carry the value.
                 let (name, args, wire) = match kind {
-                    "function_call" => (
-                        str_field(item, "name"),
-                        item.get("arguments"),
-                        ArgsWire::Encoded,
-                    ),
-                    "custom_tool_call" => {
-                        (str_field(item, "name"), item.get("input"), ArgsWire::Value)
-                    }
+                    "function_call" => (name, item.get("arguments"), ArgsWire::Encoded),
+                    "custom_tool_call" => (name, item.get("input"), ArgsWire::Value),
                     "computer_call" => (Some("computer"), item.get("action"), ArgsWire::Value),
                     _ => (Some("local_shell"), item.get("action"), ArgsWire::Value),
                 };
@@ -258,8 +281,7 @@ impl Responses {
                 true
             }
             "mcp_call" => {
-                let (Some(id), Some(name)) = (str_field(item, "id"), str_field(item, "name"))
-                else {
+                let (Some(id), Some(name)) = (item_id, name) else {
                     ctx.error_at(line, at, "mcp_call item needs `id` and `name`; skipped");
                     return true;
                 };
@@ -291,6 +313,34 @@ impl Responses {
             _ => false,
         }
     }
+}
+
+/// What an item is known by: its `id`, its `call_id` and its tool's `name`.
+type Names<'v> = (Option<&'v str>, Option<&'v str>, Option<&'v str>);
+
+/// An item's [`Names`], or the one of them that holds a value of the wrong type.
+fn names(item: &Value) -> Result<Names<'_>, String> {
+    Ok((
+        text_field(item, "id")?,
+        text_field(item, "call_id")?,
+        text_field(item, "name")?,
+    ))
+}
+
+/// Whether an item of this `type` is a call or a result (what [`Responses::item`] emits).
+fn is_call_item(kind: &str) -> bool {
+    matches!(
+        kind,
+        "function_call"
+            | "custom_tool_call"
+            | "computer_call"
+            | "local_shell_call"
+            | "function_call_output"
+            | "custom_tool_call_output"
+            | "computer_call_output"
+            | "local_shell_call_output"
+            | "mcp_call"
+    )
 }
 
 #[cfg(test)]
