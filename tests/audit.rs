@@ -1163,6 +1163,30 @@ fn a_record_lost_under_its_id_or_holding_another_calls_events_is_named() {
     assert_eq!(audit.code, 1, "{}", audit.show());
     let want = format!("refused     {}:2: announce", refused.display());
     assert!(audit.stdout.contains(&want), "{want}: {}", audit.show());
+
+    // The same once the call's record is out, while the call is remembered; a copy of its own
+    // announce then is a late repeat, which the audit accounts for.
+    write_lines(
+        &refused,
+        &[
+            event("announce", "c1", 0, r#","tool":"T","args":{}"#),
+            event("completion", "c1", 1_000, r#","result":"one""#),
+            event("announce", "c1", 2_000, r#","tool":"U","args":{}"#),
+            event("announce", "c1", 0, r#","tool":"T","args":{}"#),
+        ],
+    );
+    let local = run(&["local", s(&refused), "-o", s(&records)]);
+    assert!(
+        local.stderr.contains("conflicting_call_id") && local.stderr.contains("late 1"),
+        "{}",
+        local.show()
+    );
+    let audit = run(&["audit", s(&refused), "--records", s(&records)]);
+    assert_eq!(audit.code, 1, "{}", audit.show());
+    let want = format!("refused     {}:3: announce", refused.display());
+    assert!(audit.stdout.contains(&want), "{want}: {}", audit.show());
+    let said = audit.stdout.lines().filter(|l| l.starts_with("refused "));
+    assert_eq!(said.count(), 1, "{}", audit.show());
 }
 
 /// A file named twice (overlapping globs, a link beside it) is read once by `local` and by the

@@ -813,14 +813,10 @@ impl Ledger {
                 })
             });
             match record {
-                // Another tool under the id of a pending call: the correlator refuses it, which
-                // local mode says on stderr only (the processor dead-letters it).
-                Some(r)
-                    if before_its_record
-                        && u.tool.is_some()
-                        && r.tool.is_some()
-                        && u.tool != r.tool =>
-                {
+                // Another tool under the id of a pending or remembered call: the correlator
+                // refuses it, which local mode says on stderr only (the processor dead-letters
+                // it).
+                Some(r) if u.tool.is_some() && r.tool.is_some() && u.tool != r.tool => {
                     let at = self.show(u.pos);
                     self.discrepancies.push(Discrepancy::Refused {
                         at,

@@ -444,6 +444,10 @@ pub(crate) struct Closed {
     pub ids: ClosedIds,
     /// Whether the call was announced with an id of its own (its scope's calls carry ids).
     pub announced_with_id: bool,
+    /// The key of its tool's name (`correlator/repeats.rs`), 0 when not known (a result that
+    /// never got its call and named no tool): an announce of another tool under one of its ids is
+    /// another call, refused as the same id's conflict is while a call is pending, not a repeat.
+    pub tool: u16,
     /// The repeat keys of the events without an id that went into the call
     /// (`correlator/repeats.rs`): its announce, its completion.
     pub repeats: Box<[u64]>,

@@ -55,6 +55,51 @@ fn same_call_id_with_another_tool_is_rejected() {
 }
 
 #[test]
+fn same_call_id_with_another_tool_is_rejected_after_the_call_closed_too() {
+    let mut h = Harness::new();
+    h.apply(ev("s").id("c").at(0).announce("Read", json!({})));
+    h.apply(ev("s").id("c").at(1).done(json!(1)));
+    h.one();
+    // Its own announce again is a late repeat; another tool under its id is another call, which
+    // that id cannot name: refused (dead-lettered), not taken for a repeat.
+    assert_eq!(
+        h.apply(ev("s").id("c").at(2).announce("Read", json!({}))),
+        Outcome::Late
+    );
+    let write = || ev("s").id("c").at(3).announce("Write", json!({}));
+    assert_eq!(h.apply(write()), Outcome::Rejected("conflicting_call_id"));
+    // The same after a restore: the changelog keeps the key of the closed call's tool.
+    let mut restored = restored_from(&mut h);
+    let mut out = toolcalls_core::Effects::default();
+    let pos = toolcalls_core::Position::new(0, 100);
+    assert_eq!(
+        restored.apply(write(), pos, &mut out),
+        Outcome::Rejected("conflicting_call_id")
+    );
+    let read = ev("s").id("c").at(4).announce("Read", json!({}));
+    assert_eq!(restored.apply(read, pos, &mut out), Outcome::Late);
+    assert!(out.records.is_empty());
+}
+
+#[test]
+fn an_announce_under_the_id_of_an_orphaned_result_is_checked_by_its_tool_when_it_named_one() {
+    let mut h = Harness::new();
+    h.apply(ev("s").id("named").at(0).done_tool("Read", json!(1)));
+    h.apply(ev("s").id("bare").at(0).done(json!(1)));
+    // Past the orphan grace (5 s), inside the dedupe window (20 s).
+    h.advance(6_000);
+    assert_eq!(h.take().len(), 2, "two Orphaned records");
+    let late = |id: &str, tool: &str| ev("s").id(id).at(1).announce(tool, json!({}));
+    assert_eq!(h.apply(late("named", "Read")), Outcome::Late);
+    assert_eq!(
+        h.apply(late("named", "Write")),
+        Outcome::Rejected("conflicting_call_id")
+    );
+    // A result that named no tool: any announce under its id is its late call.
+    assert_eq!(h.apply(late("bare", "Write")), Outcome::Late);
+}
+
+#[test]
 fn a_copy_of_an_idless_announce_is_a_duplicate_while_pending_and_late_once_closed() {
     let mut h = Harness::new();
     let call = || ev("s").at(10).announce("Read", json!({"path": "a"}));

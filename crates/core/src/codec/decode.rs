@@ -254,9 +254,17 @@ pub(crate) fn decode(value: &[u8]) -> Result<Entry, CodecError> {
             }
         }
         TAG_CLOSED => {
-            let flags = r.flags(THREAD | IDEM | REPEATS | HAS_ID)?;
+            let flags = r.flags(THREAD | IDEM | REPEATS | HAS_ID | TOOL)?;
             let scope = r.scope(flags)?;
             let expires = r.time("expires")?;
+            let tool = if flags & TOOL != 0 {
+                match u16::try_from(r.u64("tool")?) {
+                    Ok(key) if key != 0 => key,
+                    _ => return Err(r.error("tool", "not a tool key")),
+                }
+            } else {
+                0
+            };
             let n = r.u64("ids")?;
             // Each id takes at least its length byte: a count beyond the value is corrupt.
             if n > value.len() as u64 {
@@ -294,6 +302,7 @@ pub(crate) fn decode(value: &[u8]) -> Result<Entry, CodecError> {
                     expires,
                     ids,
                     announced_with_id: flags & HAS_ID != 0,
+                    tool,
                     repeats,
                     idem,
                 }),

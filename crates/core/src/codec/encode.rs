@@ -168,10 +168,14 @@ pub(crate) fn encode(entry: &EntryRef<'_>) -> Vec<u8> {
             let flags = flag(scope.thread.is_some(), THREAD)
                 | flag(closed.idem.is_some(), IDEM)
                 | flag(!closed.repeats.is_empty(), REPEATS)
-                | flag(closed.announced_with_id, HAS_ID);
+                | flag(closed.announced_with_id, HAS_ID)
+                | flag(closed.tool != 0, TOOL);
             w.u64(u64::from(flags));
             w.scope(scope);
             w.time(closed.expires);
+            if closed.tool != 0 {
+                w.u64(u64::from(closed.tool));
+            }
             w.u64(closed.ids.len() as u64);
             for id in &closed.ids {
                 w.str(id.as_str());

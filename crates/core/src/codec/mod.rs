@@ -21,7 +21,7 @@
 //! waiting = flags scope key record_id [turn] [tool] [args] [checksum] [done] first Δupdated
 //!           Δdeadline events duplicates [extras: JSON of facts and attributes]
 //! done    = flags at [result] [started_at] [duration_ms]
-//! closed  = flags scope expires n×id [idempotency_key record: JSON]
+//! closed  = flags scope expires [tool_key] n×id [n×repeat_key] [idempotency_key record: JSON]
 //! meta    = flags [stream_time] next_seq n×([time])
 //! ```
 //!

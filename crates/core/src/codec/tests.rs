@@ -219,6 +219,7 @@ fn closed_calls_and_meta_round_trip() {
             expires: t(77),
             ids: smallvec::smallvec![],
             announced_with_id: false,
+            tool: 0,
             repeats: Box::default(),
             idem: None,
         },
@@ -227,6 +228,7 @@ fn closed_calls_and_meta_round_trip() {
             expires: t(77),
             ids: smallvec::smallvec![],
             announced_with_id: false,
+            tool: 1,
             repeats: Box::new([0, u64::MAX, 0x0123_4567_89ab_cdef]),
             idem: None,
         },
@@ -235,6 +237,7 @@ fn closed_calls_and_meta_round_trip() {
             expires: t(-1),
             ids: smallvec::smallvec![CallId::from("a"), CallId::from("b")],
             announced_with_id: true,
+            tool: u16::MAX,
             repeats: Box::new([7]),
             idem: Some(Box::new(Idempotent {
                 key: "k".into(),
@@ -300,6 +303,7 @@ fn fixtures_encode_to_the_golden_bytes() {
         expires: t(-1),
         ids: smallvec::smallvec![CallId::from("a"), CallId::from("b")],
         announced_with_id: false,
+        tool: 0,
         repeats: Box::default(),
         idem: None,
     };
@@ -313,7 +317,23 @@ fn fixtures_encode_to_the_golden_bytes() {
         expires: t(-1),
         ids: smallvec::smallvec![],
         announced_with_id: false,
+        tool: 0,
         repeats: Box::new([0x0123_4567_89ab_cdef, 42]),
+        idem: None,
+    };
+    values.push(encode(&EntryRef::Closed {
+        scope: &scope(false),
+        closed: &closed,
+    }));
+    // A closed call that keeps the key of its tool's name (an entry without one, as above, was
+    // written before it did, and reads as a call whose tool is not known).
+    let closed = Closed {
+        scope: 0,
+        expires: t(-1),
+        ids: smallvec::smallvec![CallId::from("a")],
+        announced_with_id: true,
+        tool: 0xcdef,
+        repeats: Box::default(),
         idem: None,
     };
     values.push(encode(&EntryRef::Closed {
@@ -350,6 +370,39 @@ fn a_next_entry_number_past_what_this_program_writes_is_refused() {
             Ok(_) => panic!("next_seq {next_seq} taken"),
         }
     }
+}
+
+#[test]
+fn a_tool_key_of_zero_or_past_16_bits_is_refused() {
+    let closed = |tool| Closed {
+        scope: 0,
+        expires: t(5),
+        ids: smallvec::smallvec![CallId::from("a")],
+        announced_with_id: true,
+        tool,
+        repeats: Box::default(),
+        idem: None,
+    };
+    let s = scope(false);
+    let value = |tool| {
+        encode(&EntryRef::Closed {
+            scope: &s,
+            closed: &closed(tool),
+        })
+    };
+    // Keys 1 and 2 are one varint byte each, and the only byte where the two values differ.
+    let (v, two) = (value(1), value(2));
+    assert_eq!(v.len(), two.len());
+    let at = (0..v.len())
+        .find(|&i| v[i] != two[i])
+        .expect("the key's byte");
+    assert_eq!((v[at], two[at]), (1, 2));
+    let mut zero = v.clone();
+    zero[at] = 0;
+    assert_eq!(decode(&zero).err().unwrap().field, "tool");
+    let mut wide = v.clone();
+    wide.splice(at..=at, [0x80, 0x80, 0x04]); // 2^16 as a varint
+    assert_eq!(decode(&wide).err().unwrap().field, "tool");
 }
 
 #[test]

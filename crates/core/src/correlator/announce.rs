@@ -83,8 +83,15 @@ impl Correlator {
                     return Outcome::Duplicate;
                 }
                 Some(Live::Waiting(_)) => {} // taken below, once the call exists
-                // A remembered closed call: its record is published already.
-                None => return Outcome::Late,
+                // A remembered closed call: its record is published already. Another tool under
+                // its id is another call, which the id cannot name.
+                None => {
+                    let known = self.entries.closed.get(&seq).map_or(0, |c| c.tool);
+                    if known != 0 && known != repeats::tool_key(&announce.tool) {
+                        return Outcome::Rejected("conflicting_call_id");
+                    }
+                    return Outcome::Late;
+                }
             }
         }
 

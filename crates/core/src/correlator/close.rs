@@ -83,6 +83,7 @@ impl Correlator {
             }
             None => return,
         };
+        let tool_key = repeats::tool_key(&tool);
         let Some((live, filed)) = self.close_live_call(seq) else {
             return;
         };
@@ -119,6 +120,7 @@ impl Correlator {
                 expires,
                 ids,
                 announced_with_id,
+                tool: tool_key,
                 repeats,
                 idem: idem.map(|key| {
                     Box::new(Idempotent {
@@ -154,6 +156,7 @@ impl Correlator {
             waiting.updated_at,
             waiting.call_id().map(CallId::from),
         );
+        let tool = waiting.tool.as_deref().map_or(0, repeats::tool_key);
         out.records.push(record_of_waiting(
             *waiting,
             &self.scopes.get(ix).key,
@@ -171,6 +174,7 @@ impl Correlator {
                     expires,
                     ids: call_id.into_iter().collect(),
                     announced_with_id: false,
+                    tool,
                     repeats: repeat.into_iter().collect(),
                     idem: None,
                 },

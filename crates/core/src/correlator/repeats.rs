@@ -24,6 +24,7 @@ const EXEC_START: u8 = 3;
 const EXEC_END: u8 = 4;
 const APPROVAL: u8 = 5;
 const HOOK: u8 = 6;
+const TOOL: u8 = 7;
 
 /// The repeat key of an announce without an id.
 pub(crate) fn announce_key(tool: &str, checksum: Option<&Digest>, time: Timestamp) -> u64 {
@@ -142,6 +143,15 @@ pub(crate) fn of_facts(call: &Call) -> Vec<u64> {
     keys
 }
 
+/// The key of a tool's name that a remembered closed call keeps (`Closed::tool`), never 0 (which
+/// stands for a tool not known). Sixteen bits fit where the entry had padding; two tools share a
+/// key once in 65,535, and then a conflict is taken for a repeat, as without the key.
+pub(crate) fn tool_key(tool: &str) -> u16 {
+    let mut h = Fold::new(TOOL);
+    text(&mut h, Some(tool));
+    ((h.finish() >> 48) as u16).max(1)
+}
+
 /// A field that may be absent, length-prefixed so that no two field lists hash the same text.
 fn text(h: &mut Fold, s: Option<&str>) {
     match s {
@@ -206,6 +216,7 @@ mod tests {
 
     const ANNOUNCE_PINNED: u64 = 6_937_049_739_436_059_413;
     const COMPLETION_PINNED: u64 = 4_272_216_368_484_731_414;
+    const TOOL_PINNED: u16 = 47_610;
 
     fn done(at: i64, result: &str) -> Done {
         Done {
@@ -229,6 +240,8 @@ mod tests {
             completion_key(Some("Read"), None, &done(1_700_000_000_123, "\"text\"")),
             COMPLETION_PINNED
         );
+        assert_eq!(tool_key("Read"), TOOL_PINNED);
+        assert_ne!(tool_key("Read"), tool_key("Write"));
     }
 
     #[test]
