@@ -480,6 +480,55 @@ fn event(kind: &str, id: &str, ms: i64, extra: &str) -> String {
     )
 }
 
+/// Facts without an id about a call known by its checksum — execution start and end, an
+/// approval, a hook decision — delivered again after the call's record went out are the
+/// correlator's late repeats: the audit finds the record that holds what each says, and counts
+/// them as repeats, not as missing.
+#[test]
+fn idless_facts_delivered_again_after_their_record_are_repeats() {
+    let dir = scratch_dir("idless-facts");
+    let checksum = toolcalls_model::checksum_of("T", Some(&serde_json::json!({"a": 1})));
+    let fact = |kind: &str, ms: i64, extra: &str| {
+        format!(
+            r#"{{"v":1,"kind":"{kind}","source":"s","session":"x","time":"{}","checksum":"{}"{extra}}}"#,
+            time(ms),
+            checksum.as_str()
+        )
+    };
+    let facts = [
+        fact("execution_start", 10, ""),
+        fact("approval", 20, r#","decision":"approved","by":"ops""#),
+        fact("hook_decision", 30, r#","hook":"pre","decision":"allow""#),
+        fact("execution_end", 40, r#","durationMs":30"#),
+    ];
+    let lines = [
+        vec![event("announce", "c1", 0, r#","tool":"T","args":{"a":1}"#)],
+        facts.to_vec(),
+        vec![event("completion", "c1", 50, r#","result":"ok""#)],
+        facts.to_vec(),
+    ]
+    .concat();
+    let input = dir.join("events.jsonl");
+    write_lines(&input, &lines);
+    let records = dir.join("records.jsonl");
+    let local = run(&["local", s(&input), "-o", s(&records)]);
+    assert!(local.stderr.contains("late 4"), "{}", local.show());
+    let audit = run(&["audit", s(&input), "--records", s(&records)]);
+    assert_eq!(audit.code, 0, "{}", audit.show());
+    assert!(
+        audit.stdout.contains("4 repeats of a record's event"),
+        "{}",
+        audit.show()
+    );
+    // What no record holds is still missing: an execution start at another time.
+    let other = [lines.clone(), vec![fact("execution_start", 11, "")]].concat();
+    write_lines(&input, &other);
+    let audit = run(&["audit", s(&input), "--records", s(&records)]);
+    assert_eq!(audit.code, 1, "{}", audit.show());
+    let want = format!("missing     {}:11: execution_start", input.display());
+    assert!(audit.stdout.contains(&want), "{want}: {}", audit.show());
+}
+
 /// The id of the record on `line`.
 fn record_id(line: &str) -> String {
     let record: ToolCallRecord = serde_json::from_str(line).unwrap();

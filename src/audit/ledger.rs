@@ -993,10 +993,59 @@ fn identities(e: &Event) -> [Option<u64>; 2] {
             (c.is_error, c.cancelled).hash(&mut h);
             c.result.as_ref().map(|r| r.as_str()).hash(&mut h);
         }
-        _ => return [None, None],
+        // A fact without an id is the correlator's repeat when it says the same about the same
+        // checksum at the same time (core's `correlator/repeats.rs`): hashed from what it says.
+        EventBody::ExecutionStart(x) => {
+            3u8.hash(&mut h);
+            x.checksum.digest().hash(&mut h);
+        }
+        EventBody::ExecutionEnd(x) => {
+            4u8.hash(&mut h);
+            x.checksum.digest().hash(&mut h);
+            (x.is_error, x.duration_ms).hash(&mut h);
+        }
+        EventBody::Approval(a) => {
+            let Some(digest) = fact_digest(a.checksum.as_ref(), a.tool.as_deref(), a.args.as_ref())
+            else {
+                return [None, None];
+            };
+            5u8.hash(&mut h);
+            digest.hash(&mut h);
+            a.decision.hash(&mut h);
+        }
+        EventBody::HookDecision(d) => {
+            let Some(digest) = fact_digest(d.checksum.as_ref(), d.tool.as_deref(), d.args.as_ref())
+            else {
+                return [None, None];
+            };
+            6u8.hash(&mut h);
+            digest.hash(&mut h);
+            (
+                &d.hook,
+                d.decision,
+                &d.policy_id,
+                &d.policy_version,
+                &d.reason,
+            )
+                .hash(&mut h);
+        }
+        EventBody::TurnEnd(_) | EventBody::TurnAborted(_) => return [None, None],
     }
     e.time.millis().hash(&mut h);
     [None, Some(h.finish())]
+}
+
+/// The checksum a fact is about: its own, or that of the tool and arguments it names.
+fn fact_digest(
+    checksum: Option<&toolcalls_model::Checksum>,
+    tool: Option<&str>,
+    args: Option<&toolcalls_model::Json>,
+) -> Option<[u8; 32]> {
+    match (checksum, tool) {
+        (Some(c), _) => Some(c.digest()),
+        (None, Some(tool)) => Some(digest_of_json(tool, args)),
+        (None, None) => None,
+    }
 }
 
 /// An event in a few words, for a report.
