@@ -88,6 +88,61 @@ async fn the_query_api_needs_its_token_and_lives_apart_from_metrics() {
     running.stop().await.expect("clean stop");
 }
 
+/// A session's pending calls come back with their arguments as the agent sent them, on both
+/// routes: numbers past a double (`1e400`, long integers), a lone surrogate escape and deep
+/// nesting are valid JSON the records keep verbatim, which the answer must not rewrite or choke
+/// on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_calls_are_answered_with_their_arguments_verbatim() {
+    let s = settings("api-verbatim");
+    create_topics(&s, 1).await;
+    let deep = format!("{}1{}", "[".repeat(300), "]".repeat(300));
+    let args = [
+        r#"{"b":1,"a":12345678901234567890123456789,"e":1.10}"#.to_owned(),
+        r#"{"c":1e400}"#.to_owned(),
+        r#"{"d":"\ud800"}"#.to_owned(),
+        format!(r#"{{"deep":{deep}}}"#),
+    ];
+    let events: Vec<toolcalls_model::Event> = args
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let line = format!(
+                r#"{{"v":1,"kind":"announce","source":"app","session":"odd","callId":"k{i}","time":"2026-01-01T00:00:0{i}Z","tool":"T","args":{a}}}"#
+            );
+            toolcalls_model::Event::decode(line.as_bytes()).unwrap()
+        })
+        .collect();
+    produce_events(&s, &events);
+    let running = toolcalls_processor::start(s.clone(), prometheus::Registry::new())
+        .await
+        .expect("start");
+    let api = running.api_addr.expect("the query API is on");
+    // Counted in the text: a `serde_json::Value` cannot hold these answers either.
+    let last = std::sync::Mutex::new((0, String::new()));
+    wait_until_async("four calls pending", || {
+        let last = &last;
+        async move {
+            let answer = http_get(api, "/v1/sessions/odd/pending").await;
+            let all = answer.1.matches(r#""metadata":{"name""#).count() == 4;
+            *last.lock().unwrap() = answer;
+            all
+        }
+    })
+    .await;
+    let (status, pending) = last.into_inner().unwrap();
+    assert_eq!(status, 200, "{pending}");
+    for (i, a) in args.iter().enumerate() {
+        let input = format!(r#""input":{a}"#);
+        assert!(pending.contains(&input), "{input} in {pending}");
+        let (status, call) =
+            http_get(api, &format!("/v1/sessions/odd/calls/k{i}?source=app")).await;
+        assert_eq!(status, 200, "{call}");
+        assert!(call.contains(&input), "{input} in {call}");
+    }
+    running.stop().await.expect("clean stop");
+}
+
 /// A secret in a call's arguments and result reaches neither the records topic, nor the query
 /// API, nor the logs, once redaction rules name it; the checksum is the original's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

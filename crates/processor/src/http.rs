@@ -215,7 +215,21 @@ async fn session_pending(State(s): State<Arc<HttpState>>, Path(session): Path<St
         }
     }
     pending.sort_by_key(|r| r.created_at);
-    Json(json!({ "session": session.as_str(), "pending": pending })).into_response()
+    Json(SessionPending {
+        session: session.as_str(),
+        pending: &pending,
+    })
+    .into_response()
+}
+
+/// The answer of `/v1/sessions/{session}/pending`. Written as a type, not through a
+/// `serde_json::Value`: a record's arguments and results are its text as the agent sent it,
+/// which a `Value` would rewrite (keys sorted, numbers through `f64`) or refuse (`1e400`, a lone
+/// surrogate, nesting past 128 levels).
+#[derive(serde::Serialize)]
+struct SessionPending<'a> {
+    session: &'a str,
+    pending: &'a [ToolCallRecord],
 }
 
 /// Where a session is: its partition, whether this instance owns it, and which instance does.
