@@ -128,3 +128,78 @@ async fn timestamp_order(mut s: toolcalls_processor::config::Settings) {
         .expect("shutdown in time")
         .expect("clean shutdown");
 }
+
+/// Live, an agent's announce and result go to two topics milliseconds apart, and the result may
+/// reach the broker and the processor first, with the announce on its way. It waits for it:
+/// statistics from before the announce came say the announce topic is caught up, and must not
+/// be taken for the announce topic having nothing older. Applied first, the result and its copy
+/// would make a waiting result with a duplicate (three events merged), not a call whose copy
+/// of the result comes late (two).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_that_comes_before_its_announce_live_waits_for_it() {
+    let mut s = settings("align-live");
+    // Long enough that a wait ends by the announce arriving, however slow the machine.
+    s.align_wait_ms = 4_000;
+    create_topics(&s, 1).await;
+    let running = toolcalls_processor::start(s.clone(), prometheus::Registry::new())
+        .await
+        .expect("start");
+    let ops = running.http_addr;
+    wait_until_async("ready", || async move {
+        http_get(ops, "/readyz").await.0 == 200
+    })
+    .await;
+    let sessions = 5;
+    let producer = producer();
+    for n in 0..sessions {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        let line = |kind: &str, at: i64, extra: &str| {
+            let time = toolcalls_model::Timestamp::from_millis(at).to_rfc3339();
+            format!(
+                r#"{{"v":1,"kind":"{kind}","source":"live","session":"live-{n}","callId":"c","time":"{time}"{extra}}}"#
+            )
+        };
+        let result = line("completion", now + 1, r#","result":"ok""#);
+        let announce = line("announce", now, r#","tool":"T","args":{}"#);
+        let key = format!("live-{n}");
+        for (topic, payload, at) in [
+            (&s.topics.completion, &result, now + 1),
+            (&s.topics.completion, &result, now + 1),
+            (&s.topics.announce, &announce, now),
+        ] {
+            let record = rdkafka::producer::BaseRecord::to(topic)
+                .key(&key)
+                .payload(payload)
+                .timestamp(at);
+            producer.send(record).expect("enqueue");
+            // The result is at the broker before the announce is sent.
+            rdkafka::producer::Producer::flush(&producer, Duration::from_secs(30)).expect("flush");
+        }
+    }
+    let records = tokio::task::spawn_blocking({
+        let topic = s.topics.records.clone();
+        move || read_until(&topic, |r| r.len() >= sessions)
+    })
+    .await
+    .unwrap();
+    for r in &records {
+        let json = r.json();
+        let merged = (
+            &json["correlation"]["eventsMerged"],
+            &json["correlation"]["duplicates"],
+        );
+        assert_eq!(
+            merged,
+            (&serde_json::json!(2), &serde_json::json!(0)),
+            "{}",
+            json["metadata"]["session"]
+        );
+    }
+    tokio::time::timeout(Duration::from_secs(60), running.stop())
+        .await
+        .expect("shutdown in time")
+        .expect("clean shutdown");
+}

@@ -131,8 +131,9 @@ pub struct Settings {
     )]
     pub input_idle_ms: u64,
     /// The two input topics of a partition are applied merged by message timestamp; a message
-    /// waits at most this long (ms) for a topic that delivered within that time and may still
-    /// deliver older messages. 0 applies input in arrival order
+    /// waits at most this long (ms) after it arrived for the other topic, while that topic may
+    /// still deliver older messages (from half of it on, statistics that show the topic caught
+    /// up end the wait). 0 applies input in arrival order
     #[arg(
         long,
         env = "TOOLCALLS_ALIGN_WAIT_MS",

@@ -12,13 +12,18 @@
 //! nothing buffered, the other's head waits — but only while the empty topic may still deliver
 //! something older:
 //!
-//! - not when the empty topic already delivered a message at least as new as the head (topics are
-//!   read in offset order, and a producer stamps messages in order);
-//! - not when the consumer's statistics show the empty topic caught up: every stable message of
-//!   the partition was delivered (so live traffic does not wait);
-//! - not when the empty topic delivered nothing for `wait` (wall clock, counted from the first
-//!   input): a stalled fetch or a topic whose statistics are not known yet delays input by at most
-//!   that;
+//! - not when the empty topic already delivered a message newer than the head, or as new when the
+//!   head is an announce (topics are read in offset order, and a producer stamps messages in
+//!   order);
+//! - not when the consumer's statistics show the empty topic caught up — every stable message of
+//!   the partition delivered — in a snapshot taken at least `wait / 2` after the head arrived.
+//!   Live, an agent's announce and its result are produced milliseconds apart to two topics, and
+//!   the result may reach the broker and the consumer first; statistics from before then say
+//!   nothing of the announce on its way (librdkafka takes them every 250 ms, and a fetch of a
+//!   partition at its end returns within 100 ms, `client.rs`). So live input waits about a
+//!   quarter of a second, not for the whole `wait`;
+//! - not when the empty topic delivered nothing for `wait` since the head arrived (wall clock):
+//!   a stalled fetch or a topic whose statistics are not known yet delays input by at most that;
 //! - (back-pressure never stops a topic the task has nothing buffered of: the consumer thread
 //!   goes on reading it, see [`super::consumer`], so such a wait always ends);
 //! - never when `wait` is zero (arrival order).
@@ -42,13 +47,19 @@ pub(crate) struct At {
     index: u32,
 }
 
-/// Messages `next..end` of batch `batch`, all of one topic (of both, in arrival order).
+/// Messages `next..end` of batch `batch`, all of one topic (of both, in arrival order), which
+/// arrived at `arrived`.
 #[derive(Debug, Clone, Copy)]
 struct Run {
     batch: u64,
     next: u32,
     end: u32,
+    arrived: Instant,
 }
+
+/// How often a message that waits for statistics looks at them again: the consumer thread
+/// stores them without waking the partition task.
+const STATISTICS_POLL: Duration = Duration::from_millis(50);
 
 impl Run {
     fn head(&self) -> At {
@@ -116,6 +127,7 @@ impl Aligner {
                 batch: seq,
                 next: 0,
                 end: n,
+                arrived: now,
             });
         }
         let mut run: Option<(usize, u32)> = None;
@@ -131,6 +143,7 @@ impl Aligner {
                                 batch: seq,
                                 next: start,
                                 end: i,
+                                arrived: now,
                             });
                         }
                         run = Some((t, i));
@@ -147,6 +160,7 @@ impl Aligner {
                 batch: seq,
                 next: start,
                 end: n,
+                arrived: now,
             });
         }
         let left = batch.len();
@@ -171,9 +185,9 @@ impl Aligner {
             .unwrap_or(i64::MIN)
     }
 
-    /// The next message to apply. `caught_up`: per topic, the consumer's statistics show
-    /// everything delivered.
-    pub fn next(&self, now: Instant, caught_up: [bool; 2]) -> Next {
+    /// The next message to apply. `caught_up`: per topic, when the consumer's latest statistics,
+    /// taken then, showed everything delivered (`None` when they did not).
+    pub fn next(&self, now: Instant, caught_up: [Option<Instant>; 2]) -> Next {
         let heads = [
             self.queues[0].front().map(Run::head),
             self.queues[1].front().map(Run::head),
@@ -189,18 +203,28 @@ impl Aligner {
             }
             [Some(head), None] | [None, Some(head)] => {
                 let empty = usize::from(heads[1].is_none());
-                if self.wait.is_zero() || caught_up[empty] {
+                if self.wait.is_zero() {
                     return Next::Apply(head);
                 }
                 let ts = self.timestamp(head);
-                if self.newest[empty].is_some_and(|n| n >= ts) {
+                // The announce goes first on a tie: an announce as old may still come for a
+                // completion, while a completion as old would go after an announce anyway.
+                let newer = |n: i64| n > ts || (n == ts && empty == 1);
+                if self.newest[empty].is_some_and(newer) {
                     return Next::Apply(head);
                 }
-                let until = self.seen_at[empty] + self.wait;
+                let arrived = self.queues[1 - empty]
+                    .front()
+                    .map_or(now, |run| run.arrived);
+                let settled = arrived + self.wait / 2;
+                if caught_up[empty].is_some_and(|at| at >= settled) {
+                    return Next::Apply(head);
+                }
+                let until = self.seen_at[empty].max(arrived) + self.wait;
                 if now >= until {
                     Next::Apply(head)
                 } else {
-                    Next::WaitUntil(until)
+                    Next::WaitUntil(until.min(settled.max(now + STATISTICS_POLL)))
                 }
             }
         }
@@ -272,7 +296,7 @@ mod tests {
     }
 
     /// Applies everything `next` hands out at `now`; returns (topic, offset) in that order.
-    fn drain(a: &mut Aligner, now: Instant, caught_up: [bool; 2]) -> Vec<(u16, i64)> {
+    fn drain(a: &mut Aligner, now: Instant, caught_up: [Option<Instant>; 2]) -> Vec<(u16, i64)> {
         let mut out = Vec::new();
         while let Next::Apply(at) = a.next(now, caught_up) {
             let m = a.get(at);
@@ -282,6 +306,8 @@ mod tests {
         out
     }
 
+    const UNKNOWN: [Option<Instant>; 2] = [None; 2];
+
     #[test]
     fn topics_are_merged_by_timestamp_announce_first_on_ties() {
         let mut a = Aligner::new(WAIT);
@@ -290,14 +316,15 @@ mod tests {
         a.push(batch(&[(0, 10, 100), (0, 11, 300), (1, 50, 50)]), now);
         a.push(batch(&[(1, 51, 300), (0, 12, 400), (1, 52, 450)]), now);
         assert_eq!(
-            drain(&mut a, now, [false; 2]),
+            drain(&mut a, now, UNKNOWN),
             [(1, 50), (0, 10), (0, 11), (1, 51), (0, 12)],
             "completion 52 waits: the announce topic may still deliver something older"
         );
-        assert!(matches!(a.next(now, [false; 2]), Next::WaitUntil(t) if t == now + WAIT));
-        // An announce at 450 settles it: completion 52 first (older), then the announce.
+        // It looks again when statistics that could settle it may have come.
+        assert_eq!(a.next(now, UNKNOWN), Next::WaitUntil(now + WAIT / 2));
+        // An announce at 460 settles it: completion 52 first (older), then the announce.
         a.push(batch(&[(0, 13, 460)]), now);
-        assert_eq!(drain(&mut a, now, [false; 2]), [(1, 52)]);
+        assert_eq!(drain(&mut a, now, UNKNOWN), [(1, 52)]);
         assert_eq!(a.len(), 1);
     }
 
@@ -308,7 +335,7 @@ mod tests {
             let mut a = Aligner::new(WAIT);
             a.push(batch(&[(1, 0, 10)]), now);
             a.push(batch(&[(0, 0, 100)]), now);
-            a.pop(match a.next(now, [false; 2]) {
+            a.pop(match a.next(now, UNKNOWN) {
                 Next::Apply(at) => at,
                 other => panic!("{other:?}"),
             });
@@ -316,42 +343,85 @@ mod tests {
         };
         // The completion topic delivered only older messages and may deliver more: wait.
         let a = fresh();
-        assert_eq!(a.next(now, [false; 2]), Next::WaitUntil(now + WAIT));
-        // Not when the consumer saw it caught up.
-        assert!(matches!(a.next(now, [false, true]), Next::Apply(_)));
-        // Not once it has been quiet for the wait.
-        assert!(matches!(a.next(now + WAIT, [false; 2]), Next::Apply(_)));
-        // Not when it already delivered something as new.
+        assert_eq!(a.next(now, UNKNOWN), Next::WaitUntil(now + WAIT / 2));
+        // Statistics from about when the announce arrived say nothing of a completion on its way
+        // to the broker; statistics taken half the wait later do.
+        assert_eq!(
+            a.next(now, [None, Some(now)]),
+            Next::WaitUntil(now + WAIT / 2)
+        );
+        let settled = now + WAIT / 2;
+        assert!(matches!(
+            a.next(settled, [None, Some(settled)]),
+            Next::Apply(_)
+        ));
+        // Between those, it looks at the statistics again every STATISTICS_POLL.
+        let later = now + WAIT / 2 + Duration::from_millis(10);
+        assert_eq!(
+            a.next(later, [None, Some(now)]),
+            Next::WaitUntil(later + STATISTICS_POLL)
+        );
+        // Not once the topic has been quiet for the wait since the message arrived.
+        assert!(matches!(a.next(now + WAIT, UNKNOWN), Next::Apply(_)));
+        // Not when it already delivered something newer (a_completion_waits_… has the ties).
         let mut a = fresh();
-        a.push(batch(&[(1, 1, 100)]), now);
-        assert_eq!(drain(&mut a, now, [false; 2]), [(0, 0), (1, 1)]);
+        a.push(batch(&[(1, 1, 101)]), now);
+        assert_eq!(drain(&mut a, now, UNKNOWN), [(0, 0)]);
+        assert_eq!(a.next(now, UNKNOWN), Next::WaitUntil(now + WAIT / 2));
+        a.push(batch(&[(0, 1, 102)]), now);
+        assert_eq!(drain(&mut a, now, UNKNOWN), [(1, 1)]);
         // A zero wait applies in arrival order, across topics.
         let mut a = Aligner::new(Duration::ZERO);
         a.push(batch(&[(0, 0, 300), (1, 0, 10), (0, 1, 5)]), now);
-        assert_eq!(drain(&mut a, now, [false; 2]), [(0, 0), (1, 0), (0, 1)]);
+        assert_eq!(drain(&mut a, now, UNKNOWN), [(0, 0), (1, 0), (0, 1)]);
     }
 
     #[test]
-    fn the_wait_counts_from_the_first_input_and_spent_batches_leave_in_order() {
+    fn a_completion_waits_for_an_announce_of_its_own_time() {
+        let now = Instant::now();
+        let then = now + WAIT;
+        // An announce of the completion's time is no proof that none is to come: another may
+        // share the millisecond, and it would go first.
+        let mut a = Aligner::new(WAIT);
+        a.push(batch(&[(0, 0, 200)]), now);
+        assert_eq!(drain(&mut a, then, UNKNOWN), [(0, 0)]);
+        a.push(batch(&[(1, 0, 200)]), then);
+        assert_eq!(a.next(then, UNKNOWN), Next::WaitUntil(then + WAIT / 2));
+        // A newer announce is.
+        let mut a = Aligner::new(WAIT);
+        a.push(batch(&[(0, 0, 201)]), now);
+        assert_eq!(drain(&mut a, then, UNKNOWN), [(0, 0)]);
+        a.push(batch(&[(1, 0, 200)]), then);
+        assert!(matches!(a.next(then, UNKNOWN), Next::Apply(_)));
+        // For an announce, a completion of its time is: it goes after the announce anyway.
+        let mut a = Aligner::new(WAIT);
+        a.push(batch(&[(1, 0, 200)]), now);
+        assert_eq!(drain(&mut a, then, UNKNOWN), [(1, 0)]);
+        a.push(batch(&[(0, 0, 200)]), then);
+        assert!(matches!(a.next(then, UNKNOWN), Next::Apply(_)));
+    }
+
+    #[test]
+    fn the_wait_counts_from_the_arrival_and_spent_batches_leave_in_order() {
         let start = Instant::now();
         let mut a = Aligner::new(WAIT);
-        assert_eq!(a.next(start, [false; 2]), Next::Empty);
+        assert_eq!(a.next(start, UNKNOWN), Next::Empty);
         let later = start + Duration::from_secs(5);
         a.push(batch(&[(0, 0, 100), (0, 1, 200)]), later);
         a.push(batch(&[(1, 0, 150)]), later);
         assert_eq!(
-            a.next(later, [false; 2]),
+            a.next(later, UNKNOWN),
             Next::Apply(At { batch: 0, index: 0 })
         );
-        assert_eq!(drain(&mut a, later, [false; 2]), [(0, 0), (1, 0)]);
+        assert_eq!(drain(&mut a, later, UNKNOWN), [(0, 0), (1, 0)]);
         // The second batch is spent, the first is not: nothing leaves yet.
         assert!(a.take_spent().is_none());
-        assert_eq!(a.next(later, [false; 2]), Next::WaitUntil(later + WAIT));
-        assert_eq!(drain(&mut a, later + WAIT, [false; 2]), [(0, 1)]);
+        assert_eq!(a.next(later, UNKNOWN), Next::WaitUntil(later + WAIT / 2));
+        assert_eq!(drain(&mut a, later + WAIT, UNKNOWN), [(0, 1)]);
         let spent: Vec<usize> = std::iter::from_fn(|| a.take_spent())
             .map(|b| b.len())
             .collect();
         assert_eq!(spent, [2, 1]);
-        assert_eq!((a.len(), a.next(later, [false; 2])), (0, Next::Empty));
+        assert_eq!((a.len(), a.next(later, UNKNOWN)), (0, Next::Empty));
     }
 }

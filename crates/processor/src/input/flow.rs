@@ -3,9 +3,9 @@
 //! thread is woken from its idle wait ([`Wake`]).
 
 use super::batch::InBatch;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
 
 /// Messages and bytes a partition task has not processed yet.
@@ -19,9 +19,10 @@ pub(crate) struct Inflight {
     /// [`run_consumer_loop`](super::consumer::run_consumer_loop)); the task wakes it as it works
     /// its input off.
     pub throttled: AtomicBool,
-    /// Per input topic: the consumer's last statistics showed every stable message of the
-    /// partition delivered (false while unknown).
-    pub caught_up: [AtomicBool; 2],
+    /// Per input topic: when the consumer's last statistics, taken then, showed every stable
+    /// message of the partition delivered, as [`Stamp`] microseconds; 0 when they did not (and
+    /// while unknown).
+    caught_up: [AtomicU64; 2],
     wake: Arc<Wake>,
 }
 
@@ -32,7 +33,7 @@ impl Inflight {
             bytes: AtomicUsize::new(0),
             topic_messages: [AtomicUsize::new(0), AtomicUsize::new(0)],
             throttled: AtomicBool::new(false),
-            caught_up: [AtomicBool::new(false), AtomicBool::new(false)],
+            caught_up: [AtomicU64::new(0), AtomicU64::new(0)],
             wake,
         }
     }
@@ -58,9 +59,37 @@ impl Inflight {
         }
     }
 
-    /// Per input topic: the consumer saw everything delivered (see [`super::align`]).
-    pub fn caught_up(&self) -> [bool; 2] {
-        [0, 1].map(|t| self.caught_up[t].load(Ordering::Acquire))
+    /// Per input topic: when the consumer last saw everything delivered, if its latest
+    /// statistics say so (see [`super::align`]).
+    pub fn caught_up(&self) -> [Option<Instant>; 2] {
+        [0, 1].map(|t| Stamp::instant(self.caught_up[t].load(Ordering::Acquire)))
+    }
+
+    /// What statistics taken at `at` say of input topic `topic`: caught up, or not.
+    pub fn set_caught_up(&self, topic: usize, caught_up: bool, at: Instant) {
+        let stamp = if caught_up { Stamp::of(at) } else { 0 };
+        self.caught_up[topic].store(stamp, Ordering::Release);
+    }
+}
+
+/// An instant as a number an atomic can hold: microseconds since the first one asked for, plus
+/// one (0 stands for none).
+struct Stamp;
+
+impl Stamp {
+    fn epoch() -> Instant {
+        static EPOCH: OnceLock<Instant> = OnceLock::new();
+        *EPOCH.get_or_init(Instant::now)
+    }
+
+    fn of(at: Instant) -> u64 {
+        let since = at.saturating_duration_since(Self::epoch());
+        u64::try_from(since.as_micros()).unwrap_or(u64::MAX - 1) + 1
+    }
+
+    fn instant(stamp: u64) -> Option<Instant> {
+        let micros = stamp.checked_sub(1)?;
+        Some(Self::epoch() + Duration::from_micros(micros))
     }
 }
 

@@ -200,6 +200,7 @@ impl ClientContext for ConsumerCtx {
         }
         record_lag(&self.metrics, &self.topics, &statistics);
         let now_ms = wall_ms();
+        let taken = std::time::Instant::now();
         let routes = self.routes();
         for (p, sink) in &routes.active {
             let mut waiting = sink.inflight.messages.load(Ordering::Acquire) > 0;
@@ -209,7 +210,7 @@ impl ClientContext for ConsumerCtx {
                     .get(topic)
                     .and_then(|s| s.partitions.get(p));
                 let done = part.is_some_and(caught_up);
-                sink.inflight.caught_up[t].store(done, Ordering::Release);
+                sink.inflight.set_caught_up(t, done, taken);
                 waiting |= !done;
             }
             LagSecondsObserved {
