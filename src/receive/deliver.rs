@@ -213,6 +213,20 @@ impl Deliverer {
                     {
                         tokio::time::sleep(Duration::from_millis(5)).await;
                     }
+                    // `check_size` counts as librdkafka does; should it ever count less, the
+                    // answer is still that the event is too large, not to retry.
+                    Err((
+                        KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge),
+                        _,
+                    )) => {
+                        return Err(Undelivered::Refused(format!(
+                            "the {} event of session {}: {} bytes with its key, more than librdkafka's message.max.bytes ({}) takes",
+                            event.kind(),
+                            event.session.as_str(),
+                            key.len() + payload.len(),
+                            self.settings.max_message_bytes()
+                        )));
+                    }
                     Err((e, _)) => {
                         let why = self.why(format!("Kafka refused an event ({e})"));
                         return Err(Undelivered::Retry(why));

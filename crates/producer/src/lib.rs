@@ -183,6 +183,12 @@ pub struct Publisher {
     settings: PublishSettings,
 }
 
+/// The most bytes a v2 record's framing takes around its key and value, which librdkafka adds to
+/// them when it checks a message against `message.max.bytes` (`RD_KAFKAP_MESSAGE_V2_MAX_OVERHEAD`:
+/// the varints of length, timestamp delta, offset delta, key and value lengths and header count
+/// at their widest, and the attributes byte).
+pub const MESSAGE_OVERHEAD: usize = 5 + 1 + 10 + 5 + 5 + 5 + 5;
+
 /// How long one metadata request of [`Publisher::check_topics`] waits.
 const METADATA_ATTEMPT: Duration = Duration::from_secs(1);
 /// How long brokers may stay silent — no answer, no error — before that is said as a trouble of
@@ -203,9 +209,11 @@ impl PublishSettings {
     }
 
     /// Whether an event with this key and payload is one the producer takes; else the error
-    /// that says so.
+    /// that says so. librdkafka counts a message as its key, its value and the most a record's
+    /// framing can take ([`MESSAGE_OVERHEAD`]), and refuses it past `message.max.bytes`.
     pub fn check_size(&self, key: &[u8], payload: &[u8]) -> Result<(), PublishError> {
-        let (bytes, max) = (key.len() + payload.len(), self.max_message_bytes());
+        let bytes = key.len() + payload.len() + MESSAGE_OVERHEAD;
+        let max = self.max_message_bytes();
         if bytes > max {
             return Err(PublishError::TooLarge { bytes, max });
         }
@@ -401,7 +409,7 @@ impl Publisher {
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge), _)) => {
                     return Err(PublishError::TooLarge {
-                        bytes: key.len() + payload.len(),
+                        bytes: key.len() + payload.len() + MESSAGE_OVERHEAD,
                         max: self.settings.max_message_bytes(),
                     })
                 }
