@@ -464,6 +464,15 @@ pub(crate) type ClosedIds = smallvec::SmallVec<[CallId; 1]>;
 pub(crate) struct Idempotent {
     pub key: String,
     pub record: ToolCallRecord,
+    /// Which attempt's result the record holds: 1 + the index of its id in [`Closed::ids`]
+    /// (the first call's id, then each retry's in order); 0 for none. A result of a later
+    /// attempt that says something else revises the record. [`Idempotent::EVERY_ATTEMPT`] for
+    /// an entry written before this was kept: every result is late for it, as it then was.
+    pub answered: u32,
+}
+
+impl Idempotent {
+    pub const EVERY_ATTEMPT: u32 = u32::MAX;
 }
 
 /// Partition-wide values.

@@ -68,3 +68,91 @@ fn a_retry_whose_result_came_first_is_not_collapsed_away() {
     h.apply(ev("s").id("a1").at(6).done(json!("first")));
     assert_eq!(h.one().correlation.attempts, 1);
 }
+
+/// A retry exists because an attempt failed. Its own result, when it says something else, is
+/// the call's outcome: the record's next revision says it, also once the first attempt's record
+/// was out. An earlier attempt's result coming after a later one's changes nothing.
+#[test]
+fn a_retry_that_succeeds_after_a_failure_revises_the_record() {
+    let announce = |id: &str, at: i64| ev("s").id(id).at(at).announce_keyed("k");
+    let failed = |id: &str, at: i64| ev("s").id(id).at(at).error(json!("timeout"));
+    let done = |id: &str, at: i64| ev("s").id(id).at(at).done(json!("ok"));
+
+    // The first attempt fails and its record goes out; then the retry.
+    let mut h = Harness::new();
+    h.apply(announce("a1", 0));
+    h.apply(failed("a1", 10));
+    let first = h.one();
+    assert_eq!(first.status.phase, Phase::Failed);
+    assert_eq!(h.apply(announce("a2", 20)), Outcome::Collapsed);
+    assert_eq!(h.one().correlation.attempts, 2);
+    assert_eq!(h.apply(done("a2", 30)), Outcome::Matched(Strategy::CallId));
+    let revised = h.one();
+    assert_eq!(revised.id(), first.id());
+    assert_eq!(revised.metadata.revision, 3);
+    assert_eq!(revised.status.phase, Phase::Succeeded);
+    assert_eq!(
+        revised.status.output.as_ref().map(|o| o.as_str()),
+        Some("\"ok\"")
+    );
+    assert!(!revised.status.is_error);
+    assert_eq!(revised.correlation.attempts, 2);
+    assert_eq!(revised.correlation.events_merged, 4);
+    // Copies of either result, and the first attempt's, are late now.
+    assert_eq!(h.apply(done("a2", 30)), Outcome::Late);
+    assert_eq!(h.apply(failed("a1", 10)), Outcome::Late);
+    assert!(h.take().is_empty());
+
+    // The retry comes while the first attempt is pending; the failure closes the call first.
+    let mut h = Harness::new();
+    h.apply(announce("a1", 0));
+    assert_eq!(h.apply(announce("a2", 5)), Outcome::Collapsed);
+    h.apply(failed("a1", 10));
+    assert_eq!(h.one().status.phase, Phase::Failed);
+    assert_eq!(h.apply(done("a2", 30)), Outcome::Matched(Strategy::CallId));
+    assert_eq!(h.one().status.phase, Phase::Succeeded);
+
+    // The retry's success comes first; the first attempt's failure after it is late.
+    let mut h = Harness::new();
+    h.apply(announce("a1", 0));
+    h.apply(announce("a2", 5));
+    h.apply(done("a2", 10));
+    assert_eq!(h.one().status.phase, Phase::Succeeded);
+    assert_eq!(h.apply(failed("a1", 20)), Outcome::Late);
+    assert!(h.take().is_empty());
+}
+
+/// The same after a restore: the changelog keeps which attempt the record answers.
+#[test]
+fn which_attempt_a_record_answers_survives_a_restore() {
+    let announce = |id: &str, at: i64| ev("s").id(id).at(at).announce_keyed("k");
+    let mut h = Harness::new();
+    h.apply(announce("a1", 0));
+    h.apply(announce("a2", 5));
+    h.apply(ev("s").id("a2").at(10).done(json!("ok")));
+    h.one();
+    let latest: Vec<(String, Vec<u8>)> =
+        h.c.take_changelog()
+            .into_iter()
+            .filter_map(|op| Some((op.key, op.value?)))
+            .collect();
+    let mut restored = toolcalls_core::Correlator::restore(config(), latest).unwrap();
+    let mut out = toolcalls_core::Effects::default();
+    let pos = toolcalls_core::Position::new(1, 100);
+    let late_failure = ev("s").id("a1").at(20).error(json!("timeout"));
+    assert_eq!(restored.apply(late_failure, pos, &mut out), Outcome::Late);
+    let third = ev("s").id("a3").at(30).announce_keyed("k");
+    assert_eq!(restored.apply(third, pos, &mut out), Outcome::Collapsed);
+    let third_failed = ev("s").id("a3").at(40).error(json!("503"));
+    assert_eq!(
+        restored.apply(
+            third_failed,
+            toolcalls_core::Position::new(1, 101),
+            &mut out
+        ),
+        Outcome::Matched(Strategy::CallId)
+    );
+    let last = out.records.pop().unwrap();
+    assert_eq!(last.status.phase, Phase::Failed);
+    assert_eq!(last.correlation.attempts, 3);
+}

@@ -1,10 +1,10 @@
 //! Reading an entry: [`decode`].
 
 use super::format::{
-    cause_of_byte, WaitingExtras, ARGS, CHECKSUM, CLOCK_0, CLOCK_1, DENIED, DONE, DONE_CANCELLED,
-    DONE_DURATION, DONE_ERROR, DONE_RESULT, DONE_STARTED, EXTRAS, HAS_ID, IDEM, IDLE, REPEATS,
-    STREAM_TIME, TAG_CALL, TAG_CLOSED, TAG_HELD, TAG_META, TAG_SCOPE, TAG_WAITING, THREAD, TOOL,
-    TURN, VERSION, VERSION_WITHOUT_POSITIONS, WALL,
+    cause_of_byte, WaitingExtras, ANSWERED, ARGS, CHECKSUM, CLOCK_0, CLOCK_1, DENIED, DONE,
+    DONE_CANCELLED, DONE_DURATION, DONE_ERROR, DONE_RESULT, DONE_STARTED, EXTRAS, HAS_ID, IDEM,
+    IDLE, REPEATS, STREAM_TIME, TAG_CALL, TAG_CLOSED, TAG_HELD, TAG_META, TAG_SCOPE, TAG_WAITING,
+    THREAD, TOOL, TURN, VERSION, VERSION_WITHOUT_POSITIONS, WALL,
 };
 use super::primitives::{CodecError, Reader};
 use crate::correlator::RESTORED_SEQ_LIMIT;
@@ -254,7 +254,7 @@ pub(crate) fn decode(value: &[u8]) -> Result<Entry, CodecError> {
             }
         }
         TAG_CLOSED => {
-            let flags = r.flags(THREAD | IDEM | REPEATS | HAS_ID | TOOL)?;
+            let flags = r.flags(THREAD | IDEM | REPEATS | HAS_ID | TOOL | ANSWERED)?;
             let scope = r.scope(flags)?;
             let expires = r.time("expires")?;
             let tool = if flags & TOOL != 0 {
@@ -291,7 +291,17 @@ pub(crate) fn decode(value: &[u8]) -> Result<Entry, CodecError> {
             let idem = if flags & IDEM != 0 {
                 let key = r.str("idempotency_key")?.to_owned();
                 let record = r.json_text("record")?;
-                Some(Box::new(Idempotent { key, record }))
+                let answered = if flags & ANSWERED != 0 {
+                    u32::try_from(r.u64("answered")?)
+                        .map_err(|_| r.error("answered", "not an attempt"))?
+                } else {
+                    Idempotent::EVERY_ATTEMPT
+                };
+                Some(Box::new(Idempotent {
+                    key,
+                    record,
+                    answered,
+                }))
             } else {
                 None
             };

@@ -1,10 +1,10 @@
 //! Writing an entry: [`encode`].
 
 use super::format::{
-    cause_byte, WaitingExtras, ARGS, CHECKSUM, CLOCK_0, CLOCK_1, DENIED, DONE, DONE_CANCELLED,
-    DONE_DURATION, DONE_ERROR, DONE_RESULT, DONE_STARTED, EXTRAS, HAS_ID, IDEM, IDLE, REPEATS,
-    STREAM_TIME, TAG_CALL, TAG_CLOSED, TAG_HELD, TAG_META, TAG_SCOPE, TAG_WAITING, THREAD, TOOL,
-    TURN, VERSION, WALL,
+    cause_byte, WaitingExtras, ANSWERED, ARGS, CHECKSUM, CLOCK_0, CLOCK_1, DENIED, DONE,
+    DONE_CANCELLED, DONE_DURATION, DONE_ERROR, DONE_RESULT, DONE_STARTED, EXTRAS, HAS_ID, IDEM,
+    IDLE, REPEATS, STREAM_TIME, TAG_CALL, TAG_CLOSED, TAG_HELD, TAG_META, TAG_SCOPE, TAG_WAITING,
+    THREAD, TOOL, TURN, VERSION, WALL,
 };
 use super::primitives::Writer;
 use crate::state::{EntryRef, ScopeKey};
@@ -169,7 +169,8 @@ pub(crate) fn encode(entry: &EntryRef<'_>) -> Vec<u8> {
                 | flag(closed.idem.is_some(), IDEM)
                 | flag(!closed.repeats.is_empty(), REPEATS)
                 | flag(closed.announced_with_id, HAS_ID)
-                | flag(closed.tool != 0, TOOL);
+                | flag(closed.tool != 0, TOOL)
+                | flag(closed.idem.is_some(), ANSWERED);
             w.u64(u64::from(flags));
             w.scope(scope);
             w.time(closed.expires);
@@ -189,6 +190,7 @@ pub(crate) fn encode(entry: &EntryRef<'_>) -> Vec<u8> {
             if let Some(idem) = &closed.idem {
                 w.str(&idem.key);
                 w.json_text(&idem.record);
+                w.u64(u64::from(idem.answered));
             }
         }
         EntryRef::Meta(meta) => {

@@ -43,6 +43,9 @@ pub(super) const CLOCK_0: u32 = 1 << 13;
 pub(super) const CLOCK_1: u32 = 1 << 14;
 /// A held event's wall time of arrival follows.
 pub(super) const WALL: u32 = 1 << 15;
+/// A remembered idempotent call's answered attempt follows its record (written without it, an
+/// entry reads as one whose every attempt was answered).
+pub(super) const ANSWERED: u32 = 1 << 16;
 
 /// Flag bits of a waiting result's `done`.
 pub(super) const DONE_RESULT: u32 = 1;

@@ -242,6 +242,7 @@ fn closed_calls_and_meta_round_trip() {
             idem: Some(Box::new(Idempotent {
                 key: "k".into(),
                 record: record.clone(),
+                answered: 2,
             })),
         },
     ] {
@@ -471,4 +472,74 @@ fn foreign_values_say_what_they_are() {
 
 fn s_plain() -> ScopeKey {
     scope(false)
+}
+
+/// A remembered idempotent call written before entries kept which attempt their record answers
+/// reads as one whose every attempt was answered: any later result is late for it, as it was.
+#[test]
+fn an_idempotent_entry_written_without_its_answered_attempt_answers_every_attempt() {
+    let mut out = crate::Effects::default();
+    let mut c = crate::Correlator::without_changelog(crate::Config::default());
+    let e = toolcalls_model::Event::decode(
+        br#"{"v":1,"kind":"announce","source":"s","session":"x","callId":"c","time":"2026-01-01T00:00:00Z","tool":"t"}"#,
+    )
+    .unwrap();
+    c.apply(e, crate::Position::default(), &mut out);
+    c.close_all(toolcalls_model::Phase::Interrupted, "end", &mut out);
+    let closed = Closed {
+        scope: 0,
+        expires: t(9),
+        ids: smallvec::smallvec![CallId::from("a")],
+        announced_with_id: true,
+        tool: 0,
+        repeats: Box::default(),
+        idem: Some(Box::new(Idempotent {
+            key: "k".into(),
+            record: out.records.pop().unwrap(),
+            answered: 0,
+        })),
+    };
+    let now = encode(&EntryRef::Closed {
+        scope: &scope(false),
+        closed: &closed,
+    });
+    // The flags are the varint after the version and tag bytes; the answered attempt, 0, is the
+    // value's last byte.
+    let (flags, len) = varint(&now[2..]);
+    assert_eq!(now.last(), Some(&0));
+    let mut legacy = now[..2].to_vec();
+    legacy.extend(varint_bytes(flags & !(1 << 16)));
+    legacy.extend(&now[2 + len..now.len() - 1]);
+    match decode(&legacy).unwrap() {
+        Entry::Closed { closed: c, .. } => {
+            let idem = c.idem.as_ref().expect("its idempotency key");
+            assert_eq!(idem.answered, Idempotent::EVERY_ATTEMPT);
+            assert_eq!(idem.record, closed.idem.as_ref().unwrap().record);
+        }
+        _ => panic!("not a closed call"),
+    }
+}
+
+fn varint(b: &[u8]) -> (u64, usize) {
+    let mut v = 0u64;
+    for (i, byte) in b.iter().enumerate() {
+        v |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return (v, i + 1);
+        }
+    }
+    panic!("a cut varint")
+}
+
+fn varint_bytes(mut v: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let byte = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(byte);
+            return out;
+        }
+        out.push(byte | 0x80);
+    }
 }

@@ -164,7 +164,7 @@ impl Correlator {
             Some(link) => {
                 let repeat = self.waiting_repeats.get(&link.seq).copied();
                 let done = self.absorb_waiting(seq, link.seq);
-                self.finish_with(seq, done, link, out);
+                self.finish_with(seq, done, link, None, out);
                 if let Some(key) = repeat {
                     self.remember_repeat(seq, key);
                 }

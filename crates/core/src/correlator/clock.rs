@@ -200,7 +200,15 @@ impl Correlator {
                     DeadlineCause::TurnAborted => (Phase::Interrupted, "turn aborted"),
                     DeadlineCause::Denied => (Phase::Denied, "denied; no result reported"),
                 };
-                self.close_call(seq, None, phase, Some(reason), Link::unmatched(seq), out);
+                self.close_call(
+                    seq,
+                    None,
+                    phase,
+                    Some(reason),
+                    Link::unmatched(seq),
+                    None,
+                    out,
+                );
             }
             None if !self.last_resort(seq, out) => {
                 let reason = "no matching announce within the orphan grace";

@@ -18,9 +18,15 @@ impl Correlator {
     pub fn close_all(&mut self, phase: Phase, reason: &str, out: &mut Effects) {
         for seq in self.entries.live_seqs() {
             match self.entries.live(seq) {
-                Some(Live::Call(_)) => {
-                    self.close_call(seq, None, phase, Some(reason), Link::unmatched(seq), out)
-                }
+                Some(Live::Call(_)) => self.close_call(
+                    seq,
+                    None,
+                    phase,
+                    Some(reason),
+                    Link::unmatched(seq),
+                    None,
+                    out,
+                ),
                 Some(Live::Waiting(_)) => self.close_waiting(seq, Phase::Orphaned, reason, out),
                 None => {}
             }
@@ -60,7 +66,9 @@ impl Correlator {
 
     /// Closes a pending call: publishes its record and remembers it — its ids, the repeat keys
     /// of an announce without one and of the facts it took, its idempotency key — for
-    /// `dedupe_window` (or the idempotency window if that is longer).
+    /// `dedupe_window` (or the idempotency window if that is longer). `answered_by`: the call id
+    /// the result `done` named, which tells a retry's result from the first attempt's.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn close_call(
         &mut self,
         seq: u64,
@@ -68,6 +76,7 @@ impl Correlator {
         phase: Phase,
         reason: Option<&str>,
         link: Link,
+        answered_by: Option<&CallId>,
         out: &mut Effects,
     ) {
         // The tool slot may go with the call: take the name first.
@@ -95,6 +104,15 @@ impl Correlator {
         let mut ids: ClosedIds = call.call_id().map(CallId::from).into_iter().collect();
         ids.extend(call.aliases().iter().cloned());
         let idem = call.idempotency_key().map(str::to_owned);
+        // A result that named no id of the call answers its first attempt.
+        let answered = match (
+            answered_by.and_then(|id| ids.iter().position(|i| i == id)),
+            &done,
+        ) {
+            (Some(attempt), _) => attempt as u32 + 1,
+            (None, Some(_)) => 1,
+            (None, None) => 0,
+        };
         let (ix, updated_at) = (call.scope, call.updated_at);
         let record = record_of_call(
             call,
@@ -126,6 +144,7 @@ impl Correlator {
                     Box::new(Idempotent {
                         key,
                         record: record.clone(),
+                        answered,
                     })
                 }),
             };
@@ -226,7 +245,7 @@ impl Correlator {
             match live {
                 Live::Call(_) => {
                     let link = Link::unmatched(seq);
-                    self.close_call(seq, None, Phase::Evicted, Some(reason), link, out);
+                    self.close_call(seq, None, Phase::Evicted, Some(reason), link, None, out);
                 }
                 Live::Waiting(_) => self.close_waiting(seq, Phase::Evicted, reason, out),
             }

@@ -58,7 +58,13 @@ impl Correlator {
                     call.events = call.events.saturating_add(1);
                     merge_call_attributes(call, env.attributes);
                     self.pending_bytes = self.pending_bytes + call_bytes(call) - before;
-                    self.finish_with(seq, Some(done), Link::call_id(seq), out);
+                    self.finish_with(
+                        seq,
+                        Some(done),
+                        Link::call_id(seq),
+                        env.call_id.as_ref(),
+                        out,
+                    );
                     return Outcome::Matched(Strategy::CallId);
                 }
                 Some(Live::Waiting(waiting)) => {
@@ -83,8 +89,9 @@ impl Correlator {
                     self.touch(seq);
                     return outcome;
                 }
-                // A remembered closed call: its record is published already.
-                None => return Outcome::Late,
+                // A remembered closed call: its record is published already; but a retry's own
+                // result may revise it.
+                None => return self.revise_with_result(seq, env.call_id.as_ref(), done, out),
             }
         }
 
@@ -105,7 +112,7 @@ impl Correlator {
                 merge_call_attributes(call, env.attributes);
                 self.pending_bytes = self.pending_bytes + call_bytes(call) - before;
             }
-            self.finish_with(link.seq, Some(done), link, out);
+            self.finish_with(link.seq, Some(done), link, env.call_id.as_ref(), out);
             if let Some(key) = repeat {
                 self.remember_repeat(link.seq, key);
             }
@@ -145,7 +152,7 @@ impl Correlator {
             return false;
         };
         let done = self.absorb_waiting(link.seq, seq);
-        self.finish_with(link.seq, done, link, out);
+        self.finish_with(link.seq, done, link, None, out);
         true
     }
 
@@ -200,6 +207,63 @@ impl Correlator {
         self.touch(seq);
     }
 
+    /// A result under `call_id`, an id of remembered closed call `seq`. With an idempotency key,
+    /// the call's attempts are its ids in order (the first call's, then each retry's): the result
+    /// of a later attempt than the one its record holds, saying something else — a retry that
+    /// succeeded after a failure — is the call's outcome now, published as the record's next
+    /// revision. Anything else is late: a repeat, or an earlier attempt's result.
+    fn revise_with_result(
+        &mut self,
+        seq: u64,
+        call_id: Option<&CallId>,
+        done: Done,
+        out: &mut Effects,
+    ) -> Outcome {
+        let Some(closed) = self.entries.closed.get_mut(&seq) else {
+            return Outcome::Late;
+        };
+        let attempt = call_id.and_then(|id| closed.ids.iter().position(|i| i == id));
+        let (Some(idem), Some(attempt)) = (closed.idem.as_mut(), attempt) else {
+            return Outcome::Late;
+        };
+        let attempt = attempt as u32 + 1;
+        if attempt <= idem.answered {
+            return Outcome::Late;
+        }
+        idem.answered = attempt;
+        let status = &mut idem.record.status;
+        let phase = match &done {
+            d if d.cancelled => Phase::Interrupted,
+            d if d.is_error => Phase::Failed,
+            _ => Phase::Succeeded,
+        };
+        let same = status.phase == phase
+            && status.output.as_ref().map(|o| o.as_str())
+                == done.result.as_ref().map(|r| r.as_str());
+        if same {
+            self.touch(seq);
+            return Outcome::Late;
+        }
+        let started_at = done.started_at.or(status.started_at);
+        status.phase = phase;
+        status.started_at = started_at;
+        status.completed_at = Some(done.at);
+        status.duration_ms = done
+            .duration_ms
+            .or_else(|| Some(done.at.millis_since(started_at?)));
+        status.output = done.result;
+        status.is_error = done.is_error;
+        status.reason = None;
+        let record = &mut idem.record;
+        record.metadata.revision = record.metadata.revision.saturating_add(1);
+        record.correlation.events_merged = record.correlation.events_merged.saturating_add(1);
+        record.updated_at = record.updated_at.max(done.at);
+        record.provenance.insert(done.pos.topic, done.pos.offset);
+        out.records.push(record.clone());
+        self.touch(seq);
+        Outcome::Matched(Strategy::CallId)
+    }
+
     /// Closes a pending call with its result (or without one), publishing its record. Its phase
     /// (docs/ARCHITECTURE.md, Correlation → Phases): a denial first wins over what the result says.
     pub(super) fn finish_with(
@@ -207,6 +271,7 @@ impl Correlator {
         seq: u64,
         done: Option<Done>,
         link: Link,
+        answered_by: Option<&CallId>,
         out: &mut Effects,
     ) {
         let Some(call) = self.entries.call_mut(seq) else {
@@ -222,6 +287,6 @@ impl Correlator {
             Some(_) => Phase::Succeeded,
             None => Phase::TimedOut,
         };
-        self.close_call(seq, done, phase, None, link, out);
+        self.close_call(seq, done, phase, None, link, answered_by, out);
     }
 }
