@@ -24,8 +24,6 @@ use crate::state::{DeadlineCause, Live, ScopeIx};
 use crate::Effects;
 use toolcalls_model::{Phase, Timestamp};
 
-use super::rules::Link;
-
 impl Correlator {
     /// An event of scope `ix` at `time` came on the input topic being read: its clock moves on
     /// and it is active again.
@@ -200,15 +198,7 @@ impl Correlator {
                     DeadlineCause::TurnAborted => (Phase::Interrupted, "turn aborted"),
                     DeadlineCause::Denied => (Phase::Denied, "denied; no result reported"),
                 };
-                self.close_call(
-                    seq,
-                    None,
-                    phase,
-                    Some(reason),
-                    Link::unmatched(seq),
-                    None,
-                    out,
-                );
+                self.close_unanswered(seq, phase, reason, out);
             }
             None if !self.last_resort(seq, out) => {
                 let reason = "no matching announce within the orphan grace";

@@ -18,15 +18,7 @@ impl Correlator {
     pub fn close_all(&mut self, phase: Phase, reason: &str, out: &mut Effects) {
         for seq in self.entries.live_seqs() {
             match self.entries.live(seq) {
-                Some(Live::Call(_)) => self.close_call(
-                    seq,
-                    None,
-                    phase,
-                    Some(reason),
-                    Link::unmatched(seq),
-                    None,
-                    out,
-                ),
+                Some(Live::Call(_)) => self.close_unanswered(seq, phase, reason, out),
                 Some(Live::Waiting(_)) => self.close_waiting(seq, Phase::Orphaned, reason, out),
                 None => {}
             }
@@ -62,6 +54,18 @@ impl Correlator {
             }
         }
         Outcome::Applied
+    }
+
+    /// Closes pending call `seq` without a result (a deadline passed, the input ended).
+    pub(super) fn close_unanswered(
+        &mut self,
+        seq: u64,
+        phase: Phase,
+        reason: &str,
+        out: &mut Effects,
+    ) {
+        let link = Link::unmatched(seq);
+        self.close_call(seq, None, phase, Some(reason), link, None, out);
     }
 
     /// Closes a pending call: publishes its record and remembers it — its ids, the repeat keys
