@@ -157,7 +157,10 @@ impl<'a> Worker<'a> {
             let strict = self.setup.strict;
             out.notes.push(Note {
                 tag,
-                text: format!("{name}:{line}: event refused by the correlator: {reason}"),
+                text: format!(
+                    "{name}:{line}: event refused by the correlator ({reason}): {}",
+                    toolcalls_core::refusal_explained(reason)
+                ),
                 fatal: strict.then(|| {
                     format!("{name}:{line}: event refused ({reason}); stopping because of --strict")
                 }),

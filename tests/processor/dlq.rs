@@ -193,3 +193,75 @@ async fn dead_letters_are_redacted_by_the_rules() {
         .expect("shutdown in time")
         .expect("clean shutdown");
 }
+
+/// One call's facts cannot grow its record past what the records and changelog topics take:
+/// with the default settings, hook decisions of 900 KB each (every one a valid input message)
+/// fill the call's facts budget (4 MiB), the ones past it are dead-lettered `call_too_large`,
+/// and the partition goes on — its other sessions' records come, and so does the call's own.
+/// Before the budget, the call's changelog entry outgrew 16 MiB and every batch of the
+/// partition was aborted, for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_facts_outgrow_a_record_keeps_its_partition_flowing() {
+    let s = settings("dlq-facts");
+    create_topics(&s, 1).await;
+    let running = toolcalls_processor::start(s.clone(), prometheus::Registry::new())
+        .await
+        .expect("start");
+    let time = |ms: u32| format!("2026-01-01T00:00:00.{ms:03}Z");
+    let reason = "r".repeat(900_000);
+    let mut announces = vec![announce("big", &time(0), r#","args":{}"#)];
+    let mut completions = Vec::new();
+    for n in 1..=6 {
+        announces.push(format!(
+            r#"{{"v":1,"kind":"hook_decision","source":"test","session":"big","callId":"c1","time":"{}","hook":"h{n}","decision":"allow","reason":"{reason}"}}"#,
+            time(n)
+        ));
+    }
+    completions.push(format!(
+        r#"{{"v":1,"kind":"completion","source":"test","session":"big","callId":"c1","time":"{}","result":"ok"}}"#,
+        time(10)
+    ));
+    for session in ["small-1", "small-2"] {
+        announces.push(announce(session, &time(20), r#","args":{}"#));
+        completions.push(format!(
+            r#"{{"v":1,"kind":"completion","source":"test","session":"{session}","callId":"c1","time":"{}","result":"ok"}}"#,
+            time(21)
+        ));
+    }
+    for (topic, lines) in [
+        (&s.topics.announce, &announces),
+        (&s.topics.completion, &completions),
+    ] {
+        for line in lines {
+            let event = toolcalls_model::Event::decode(line.as_bytes()).expect("a valid event");
+            produce_raw(
+                topic,
+                Some(event.session.as_str().as_bytes()),
+                Some(line.as_bytes()),
+            );
+        }
+    }
+    let records = read_at_least(&s.topics.records, 3).await;
+    let big = records
+        .iter()
+        .map(Msg::json)
+        .find(|r| r["metadata"]["session"] == "big")
+        .expect("the big call's record");
+    assert_eq!(big["status"]["phase"], "Succeeded");
+    let hooks = big["status"]["hookDecisions"].as_array().unwrap().len();
+    assert_eq!(hooks, 4, "4 of 900 KB fit in 4 MiB");
+    let dlq = read_at_least(&s.topics.dlq, 2).await;
+    assert_eq!(dlq.len(), 2);
+    for m in &dlq {
+        assert_eq!(m.headers["toolcalls.reason"], "call_too_large");
+        assert!(
+            m.headers["toolcalls.error"].contains("--max-facts-bytes"),
+            "{:?}",
+            m.headers
+        );
+    }
+    tokio::time::timeout(Duration::from_secs(60), running.stop())
+        .await
+        .expect("shutdown in time")
+        .expect("clean shutdown");
+}

@@ -28,6 +28,12 @@ pub struct Config {
     pub max_pending_bytes: usize,
     /// Most closed ids remembered for de-duplication; over it the oldest are forgotten.
     pub max_remembered: usize,
+    /// Most bytes the facts of one call may take in its record — hook decisions, approvals,
+    /// execution timing and the attributes its events bring — besides its arguments and result.
+    /// A fact that would take a call past it is refused (`Rejected("call_too_large")`, which the
+    /// processor dead-letters): so many facts for one call are a producer gone wrong, and a
+    /// record must fit in a Kafka message.
+    pub max_facts_bytes: usize,
     /// A session (a scope) that sent nothing for this long of wall clock, as the runtime tells it
     /// (the processor; local mode has no wall clock), goes idle: its deadlines then follow the
     /// partition's stream time instead of its own clock (docs/ARCHITECTURE.md, Correlation →
@@ -56,6 +62,7 @@ impl Default for Config {
             max_pending: 100_000,
             max_pending_bytes: 256 << 20,
             max_remembered: 200_000,
+            max_facts_bytes: 4 << 20,
             session_idle_ms: 30 * 1000,
             max_disorder_ms: 0,
             input_topics: 1,
@@ -71,6 +78,9 @@ impl Config {
         }
         if self.max_pending_bytes == 0 {
             return Err("max_pending_bytes must be greater than 0".into());
+        }
+        if self.max_facts_bytes == 0 {
+            return Err("max_facts_bytes must be greater than 0".into());
         }
         if self.call_timeout_ms == 0 {
             return Err("call_timeout_ms must be greater than 0".into());

@@ -40,7 +40,7 @@ pub use config::Config;
 pub use correlator::{Correlator, RestoreError};
 pub use replay::{replay, FinishMode, Replay};
 pub use state::ChangelogOp;
-pub use step::{Effects, Outcome, Position, Released};
+pub use step::{refusal_explained, Effects, Outcome, Position, Released};
 
 #[cfg(doc)]
 use toolcalls_model::Event;

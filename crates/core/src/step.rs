@@ -49,6 +49,15 @@ pub enum Outcome {
     Held,
 }
 
+/// What a refusal's reason ([`Outcome::Rejected`]) means, and what to do about it.
+pub fn refusal_explained(reason: &str) -> &'static str {
+    match reason {
+        "conflicting_call_id" => "a call of another tool holds this call id (pending, or remembered for dedupe_window after its record): an id names one call; give each call an id of its own",
+        "call_too_large" => "its call's facts (hook decisions, approvals, execution timing, attributes) would take more than max_facts_bytes (--max-facts-bytes) in its record: too many or too large facts for one call, or a producer sending the same call's facts without end",
+        _ => "refused by the correlation rules",
+    }
+}
+
 impl Outcome {
     /// A bounded label for metrics.
     pub fn label(&self) -> &'static str {

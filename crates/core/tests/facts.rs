@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use serde_json::json;
-use toolcalls_core::Outcome;
+use toolcalls_core::{Config, Outcome};
 use toolcalls_model::*;
 
 #[test]
@@ -84,4 +84,65 @@ fn facts_that_arrive_before_the_announce_are_kept() {
     h.apply(ev("s").id("c").at(0).announce("x", json!({})));
     h.apply(ev("s").id("c").at(5).done(json!(0)));
     assert_eq!(h.one().status.hook_decisions.len(), 1);
+}
+
+/// However many facts come for one call, its record (and its changelog entry) stays within what
+/// a Kafka message may hold: a fact that would take the call's facts past `max_facts_bytes` is
+/// refused — the processor dead-letters it — and the call goes on without it. The same for a
+/// result waiting for its call, and after a restore.
+#[test]
+fn facts_past_a_calls_budget_are_refused() {
+    let config = Config {
+        max_facts_bytes: 2_000,
+        ..config()
+    };
+    let reason = "r".repeat(600);
+    let hook = |id: &str, n: i64| ev("s").id(id).at(n).hook_because(&format!("h{n}"), &reason);
+    let mut h = Harness::with(config.clone());
+    h.apply(ev("s").id("c").at(0).announce("T", json!({})));
+    assert_eq!(h.apply(hook("c", 1)), Outcome::Merged);
+    assert_eq!(h.apply(hook("c", 2)), Outcome::Merged);
+    assert_eq!(h.apply(hook("c", 3)), Outcome::Rejected("call_too_large"));
+    // A copy of a fact it holds is still a duplicate, and small facts still fit.
+    assert_eq!(h.apply(hook("c", 2)), Outcome::Duplicate);
+    assert_eq!(
+        h.apply(ev("s").id("c").at(4).hook("small", HookVerdict::Allow)),
+        Outcome::Merged
+    );
+    assert_eq!(
+        h.apply(ev("s").id("c").at(5).done(json!("ok"))),
+        Outcome::Matched(Strategy::CallId)
+    );
+    let r = h.one();
+    let hooks: Vec<&str> = r
+        .status
+        .hook_decisions
+        .iter()
+        .map(|d| d.hook.as_str())
+        .collect();
+    assert_eq!(hooks, ["h1", "h2", "small"]);
+
+    // Facts waiting for their call, by its id.
+    let mut h = Harness::with(config.clone());
+    assert_eq!(h.apply(hook("w", 1)), Outcome::Pending);
+    assert_eq!(h.apply(hook("w", 2)), Outcome::Pending);
+    assert_eq!(h.apply(hook("w", 3)), Outcome::Rejected("call_too_large"));
+
+    // After a restore the call's facts weigh the same.
+    let mut h = Harness::with(config.clone());
+    h.apply(ev("s").id("c").at(0).announce("T", json!({})));
+    h.apply(hook("c", 1));
+    h.apply(hook("c", 2));
+    let latest: Vec<(String, Vec<u8>)> =
+        h.c.take_changelog()
+            .into_iter()
+            .filter_map(|op| Some((op.key, op.value?)))
+            .collect();
+    let mut restored = toolcalls_core::Correlator::restore(config, latest).unwrap();
+    let mut out = toolcalls_core::Effects::default();
+    let pos = toolcalls_core::Position::new(0, 100);
+    assert_eq!(
+        restored.apply(hook("c", 3), pos, &mut out),
+        Outcome::Rejected("call_too_large")
+    );
 }

@@ -192,6 +192,8 @@ fn tight() -> Config {
         max_pending: 12,
         max_pending_bytes: 64 << 20,
         max_remembered: 1_000,
+        // Small enough that facts are refused now and then.
+        max_facts_bytes: 1_000,
         session_idle_ms: 200,
         max_disorder_ms: 0,
         input_topics: 1,

@@ -17,6 +17,9 @@ use toolcalls_settings::{ConfigFile, KeyValueParser};
 
 /// Default bootstrap servers, of the processor and of `toolcalls ingest`.
 pub const DEFAULT_BROKERS: &str = "localhost:9092";
+/// What a record's fields other than its arguments, result, attributes and facts take at most:
+/// ids, times, references, correlation, provenance (a call's events, positions).
+const RECORD_FRAME_BYTES: usize = 1 << 20;
 /// Default input topic of announces, of the processor and of `toolcalls ingest`.
 pub const DEFAULT_ANNOUNCE_TOPIC: &str = "toolcalls.announce";
 /// Default input topic of completions, of the processor and of `toolcalls ingest`.
@@ -318,6 +321,22 @@ impl Settings {
                 "--max-inflight-messages and --max-inflight-bytes must be greater than 0".into(),
             );
         }
+        // A record holds a call's arguments, its result and the attributes of the result's
+        // event (each at most one input message) and its facts; it must fit in a message of
+        // the records and changelog topics, or the partition could not go on.
+        let largest_record = self
+            .max_message_bytes
+            .saturating_mul(3)
+            .saturating_add(self.core.max_facts_bytes)
+            .saturating_add(RECORD_FRAME_BYTES);
+        if largest_record > crate::topics::MAX_OUTPUT_MESSAGE_BYTES {
+            return bad(format!(
+                "a record could take {largest_record} bytes (3 × --max-message-bytes {} + --max-facts-bytes {} + {RECORD_FRAME_BYTES} for its other fields), more than the {} a record may be; lower either",
+                self.max_message_bytes,
+                self.core.max_facts_bytes,
+                crate::topics::MAX_OUTPUT_MESSAGE_BYTES
+            ));
+        }
         if self.http_read_timeout_ms == 0 || self.http_max_connections == 0 {
             return bad(
                 "--http-read-timeout-ms and --http-max-connections must be greater than 0".into(),
@@ -498,6 +517,26 @@ call_timeout = "5s"
         assert!(settings(&["--api-token", "s3cret"]).is_err());
         assert!(settings(&["--api-addr", "127.0.0.1:9465"]).is_ok());
         assert!(settings(&["--api-token", " "]).is_err());
+    }
+
+    #[test]
+    fn refuses_limits_that_would_let_a_record_outgrow_the_records_topic() {
+        // 3 × 3 MiB + 4 MiB + 1 MiB fits in 16 MiB; 3 × 4 MiB + 4 MiB + 1 MiB does not.
+        assert!(settings(&["--max-message-bytes", "3145728"]).is_ok());
+        let e = settings(&["--max-message-bytes", "4194304"]).unwrap_err();
+        assert!(
+            e.contains("--max-message-bytes") && e.contains("--max-facts-bytes"),
+            "{e}"
+        );
+        assert!(settings(&["--max-facts-bytes", "12582912"]).is_ok());
+        assert!(settings(&["--max-facts-bytes", "12582913"]).is_err());
+        assert!(settings(&[
+            "--max-facts-bytes",
+            "1048576",
+            "--max-message-bytes",
+            "4194304"
+        ])
+        .is_ok());
     }
 
     #[test]

@@ -52,6 +52,12 @@ pub struct CoreArgs {
     /// Most closed call ids remembered per partition for de-duplication
     #[arg(long, env = "TOOLCALLS_MAX_REMEMBERED", value_name = "N", default_value_t = Config::default().max_remembered)]
     pub max_remembered: usize,
+    /// Most bytes the facts of one call may take in its record (hook decisions, approvals,
+    /// execution timing, the attributes its events bring), besides its arguments and result; a
+    /// fact past it is refused (dead-lettered as call_too_large), so that every record fits in a
+    /// Kafka message
+    #[arg(long, env = "TOOLCALLS_MAX_FACTS_BYTES", value_name = "BYTES", default_value_t = Config::default().max_facts_bytes)]
+    pub max_facts_bytes: usize,
 }
 
 /// `toolcalls_core::Config`'s defaults.
@@ -76,6 +82,7 @@ impl CoreArgs {
             session_idle_ms: self.session_idle.millis(),
             max_disorder_ms: self.max_disorder.millis(),
             max_remembered: self.max_remembered,
+            max_facts_bytes: self.max_facts_bytes,
             ..Config::default()
         };
         config

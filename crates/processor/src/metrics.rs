@@ -14,7 +14,7 @@ use toolcalls_model::{Phase, Strategy};
 /// (`toolcalls_model::DecodeError::reason`), the processor's own checks, a panic, and the
 /// correlator's refusals. Their series of `toolcalls_dlq_messages_total` exist from the start, at
 /// zero, so that a rate over them is 0 rather than no data.
-pub const DEAD_LETTER_REASONS: [&str; 16] = [
+pub const DEAD_LETTER_REASONS: [&str; 17] = [
     "empty",
     "invalid_utf8",
     "not_json",
@@ -31,6 +31,7 @@ pub const DEAD_LETTER_REASONS: [&str; 16] = [
     "key_mismatch",
     "panic",
     "conflicting_call_id",
+    "call_too_large",
 ];
 
 /// The `result` labels of `toolcalls_output_transactions_total`.

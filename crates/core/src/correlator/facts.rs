@@ -2,6 +2,7 @@
 //! merged into the call they belong to, or left waiting for it (docs/ARCHITECTURE.md,
 //! Correlation → Facts). A denial moves the call's deadline (→ Phases).
 
+use super::budget;
 use super::footprint::call_bytes;
 use super::merge::{add_to_waiting, fold_approval, merge_call_attributes};
 use super::repeats;
@@ -12,6 +13,9 @@ use crate::Outcome;
 use serde_json::{Map, Value};
 use toolcalls_model::checksum::digest_of_json;
 use toolcalls_model::{ApprovalDecision, CallId, HookVerdict, Timestamp, TurnId};
+
+/// Why a fact that would take its call past `max_facts_bytes` is refused.
+const TOO_LARGE: &str = "call_too_large";
 
 impl Correlator {
     pub(super) fn on_fact(&mut self, env: Envelope, subject: Subject, fact: Fact) -> Outcome {
@@ -47,15 +51,22 @@ impl Correlator {
             }
         }
         if let Some(seq) = env.call_id.as_ref().and_then(|id| self.holder(ix, id)) {
+            let over = self.over_budget(seq, &fact, env.attributes.as_ref());
             match self.entries.live_mut(seq) {
                 Some(Live::Call(call)) => {
                     if holds(call, &fact) {
                         return self.repeat_of_fact(seq, time);
                     }
+                    if over {
+                        return Outcome::Rejected(TOO_LARGE);
+                    }
                     self.merge_fact(seq, fact, time, env.attributes);
                     return Outcome::Merged;
                 }
                 Some(Live::Waiting(waiting)) => {
+                    if over && !waiting.facts.contains(&fact) {
+                        return Outcome::Rejected(TOO_LARGE);
+                    }
                     let pending_bytes = &mut self.pending_bytes;
                     let outcome = add_to_waiting(waiting, pending_bytes, env, |entry| {
                         if entry.facts.contains(&fact) {
@@ -95,6 +106,9 @@ impl Correlator {
             {
                 return self.repeat_of_fact(link.seq, time);
             }
+            if self.over_budget(link.seq, &fact, env.attributes.as_ref()) {
+                return Outcome::Rejected(TOO_LARGE);
+            }
             self.merge_fact(link.seq, fact, time, env.attributes);
             if let Some(key) = repeat {
                 self.scopes.get_mut(ix).repeats.insert(key, link.seq);
@@ -112,6 +126,18 @@ impl Correlator {
             repeat,
         );
         Outcome::Pending
+    }
+
+    /// Whether `fact`, with its event's `attributes`, would take the facts of pending entry `seq`
+    /// past `max_facts_bytes` (`budget.rs`).
+    fn over_budget(&self, seq: u64, fact: &Fact, attributes: Option<&Map<String, Value>>) -> bool {
+        let held = match self.entries.live(seq) {
+            Some(Live::Call(call)) => budget::of_call(call),
+            Some(Live::Waiting(waiting)) => budget::of_waiting(waiting),
+            None => 0,
+        };
+        held + budget::fact_bytes(fact) + budget::attributes_bytes(attributes)
+            > self.config.max_facts_bytes
     }
 
     /// A copy of a fact pending call `seq` took (at `time`): counted on the call, not merged

@@ -12,6 +12,7 @@
 //!   events waiting for it;
 //! - `result.rs`: a completion — its call found and closed with it, or the result left waiting;
 //! - `facts.rs`: execution start / end, approvals and hook decisions merged into a call;
+//! - `budget.rs`: what a call's facts take in its record, which `max_facts_bytes` bounds;
 //! - `merge.rs`: what any event adds to an entry (attributes, counts), and the approval fold;
 //! - `provenance.rs`: the input positions of the events merged into each entry and its record;
 //! - `clock.rs`: time per scope — its clock, its deadlines, idleness;
@@ -33,6 +34,7 @@
 //! - `footprint.rs`: the memory estimate of the pending entries.
 
 mod announce;
+mod budget;
 mod changelog;
 mod clock;
 mod close;

@@ -151,6 +151,19 @@ impl Ev {
             reason: None,
         }))
     }
+    /// A hook decision that gives its reason.
+    pub fn hook_because(self, hook: &str, reason: &str) -> Event {
+        self.event(EventBody::HookDecision(HookDecision {
+            tool: None,
+            args: None,
+            checksum: None,
+            hook: hook.into(),
+            decision: HookVerdict::Allow,
+            policy_id: None,
+            policy_version: None,
+            reason: Some(reason.into()),
+        }))
+    }
     pub fn hook(self, hook: &str, decision: HookVerdict) -> Event {
         self.event(EventBody::HookDecision(HookDecision {
             tool: None,
@@ -182,6 +195,7 @@ pub fn config() -> Config {
         max_pending: 1_000,
         max_pending_bytes: 64 << 20,
         max_remembered: 1_000,
+        max_facts_bytes: 4 << 20,
         session_idle_ms: 30_000,
         max_disorder_ms: 0,
         input_topics: 1,

@@ -308,7 +308,10 @@ impl PartitionTask {
         self.telemetry
             .event_applied(m.topic_index(), kind, time, &outcome);
         if let Outcome::Rejected(reason) = outcome {
-            let detail = format!("the correlator refused the event: {reason}");
+            let detail = format!(
+                "the correlator refused the event ({reason}): {}",
+                toolcalls_core::refusal_explained(reason)
+            );
             self.dead_letter(&m, reason, &detail).await;
         }
         self.account_released().await;
@@ -334,7 +337,8 @@ impl PartitionTask {
                     timestamp_ms: Some(event.time.millis()),
                 };
                 let detail = format!(
-                    "the correlator refused the event: {reason} (applied from the reorder window; the payload is the event as held, re-encoded)"
+                    "the correlator refused the event ({reason}): {} (applied from the reorder window; the payload is the event as held, re-encoded)",
+                    toolcalls_core::refusal_explained(reason)
                 );
                 self.dead_letter(&m, reason, &detail).await;
             }
