@@ -74,16 +74,69 @@ pub fn read(body: &[u8], received: Timestamp) -> Result<Vec<Event>, String> {
         ..Options::default()
     };
     let parsed = parse(Format::ClaudeCodeHooks, "request", input, &options);
-    if !parsed.errors.is_empty() {
-        let problems: Vec<String> = parsed.errors.iter().map(ToString::to_string).collect();
+    let mut problems: Vec<String> = parsed.errors.iter().map(ToString::to_string).collect();
+    problems.extend(sessionless(input));
+    if !problems.is_empty() {
         return Err(reply::reasons(&problems));
     }
     Ok(parsed.events)
 }
 
+/// The payloads of `input` (one per line) that name no session. A file of hook payloads that
+/// names none is filed under its name; a request has no name to stand in, and one it made up
+/// would put every client's calls in one session, where they could take each other's results.
+fn sessionless(input: &[u8]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, line) in input.split(|&b| b == b'\n').enumerate() {
+        let Ok(serde_json::Value::Object(payload)) = toolcalls_adapters::value::parse(line) else {
+            // Not a payload: the adapter says so.
+            continue;
+        };
+        let named = match payload.get("session_id") {
+            Some(serde_json::Value::String(s)) => !s.trim().is_empty(),
+            // Of another type: the adapter says so.
+            Some(v) => !v.is_null(),
+            None => false,
+        };
+        if !named {
+            out.push(format!(
+                "request:{}: the payload has no `session_id`; a Claude Code hook payload names its session, which keys its calls",
+                i + 1
+            ));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_payload_that_names_no_session_is_refused() {
+        let at = Timestamp::from_millis(1_780_000_000_000);
+        let named = r#"{"session_id":"s","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{},"tool_use_id":"x1"}"#;
+        assert!(read(named.as_bytes(), at).is_ok());
+        for session in [
+            "",
+            r#","session_id":"""#,
+            r#","session_id":" ""#,
+            r#","session_id":null"#,
+        ] {
+            let payload = format!(
+                r#"{{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{{}},"tool_use_id":"x1"{session}}}"#
+            );
+            let why = read(payload.as_bytes(), at).unwrap_err();
+            assert!(
+                why.contains("request:1: the payload has no `session_id`"),
+                "{why}"
+            );
+            // Beside a good one, on the second line: named by its line, and nothing is taken.
+            let two = format!("{named}\n{payload}");
+            let why = read(two.as_bytes(), at).unwrap_err();
+            assert!(why.contains("request:2:"), "{why}");
+        }
+    }
 
     #[test]
     fn payloads_are_stamped_with_the_receive_time() {
