@@ -140,6 +140,19 @@ async fn pending_calls_are_answered_with_their_arguments_verbatim() {
         assert_eq!(status, 200, "{call}");
         assert!(call.contains(&input), "{input} in {call}");
     }
+    // An empty `thread=` is no thread, as a client that always sends it means.
+    let (status, call) = http_get(api, "/v1/sessions/odd/calls/k0?source=app&thread=").await;
+    assert_eq!(status, 200, "{call}");
+    // A path or query the API cannot read is answered in JSON too.
+    for path in [
+        "/v1/sessions/%FF/pending",
+        "/v1/sessions/odd/calls/k0?source=app&source=app",
+    ] {
+        let (status, body) = http_get(api, path).await;
+        assert_eq!(status, 400, "{path}: {body}");
+        let v: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        assert!(v["error"].is_string(), "{path}: {body}");
+    }
     running.stop().await.expect("clean stop");
 }
 

@@ -9,6 +9,7 @@
 use crate::ownership::{Member, Ownership};
 use crate::partition::{PartitionMsg, Query};
 use crate::secret::Secret;
+use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -142,7 +143,22 @@ async fn ask_all<T: Send + 'static>(
     answers
 }
 
-async fn tool_call(State(s): State<Arc<HttpState>>, Path(id): Path<String>) -> Response {
+/// What a path or query string the API cannot read gets: the rejection's status and text, as
+/// JSON like every other error of the API.
+macro_rules! read_or_answer {
+    ($extracted:expr) => {
+        match $extracted {
+            Ok(value) => value,
+            Err(rejection) => return error(rejection.status(), rejection.body_text()),
+        }
+    };
+}
+
+async fn tool_call(
+    State(s): State<Arc<HttpState>>,
+    path: Result<Path<String>, PathRejection>,
+) -> Response {
+    let Path(id) = read_or_answer!(path);
     let Ok(id) = RecordId::parse(&id) else {
         return error(
             StatusCode::BAD_REQUEST,
@@ -174,16 +190,22 @@ struct CallScope {
 /// the record id ([`RecordId::derive`]).
 async fn session_call(
     State(s): State<Arc<HttpState>>,
-    Path((session, call_id)): Path<(String, String)>,
-    axum::extract::Query(scope): axum::extract::Query<CallScope>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    query: Result<axum::extract::Query<CallScope>, QueryRejection>,
 ) -> Response {
+    let Path((session, call_id)) = read_or_answer!(path);
+    let axum::extract::Query(scope) = read_or_answer!(query);
     let Some(source) = scope.source.filter(|s| !s.is_empty()) else {
         return error(
             StatusCode::BAD_REQUEST,
             "name the call's source: ?source=claude-code (call ids are unique per source and session)".into(),
         );
     };
-    let thread = scope.thread.map(toolcalls_model::ThreadId::from);
+    // An empty `thread=` is no thread, as an empty `source=` is no source.
+    let thread = scope
+        .thread
+        .filter(|t| !t.is_empty())
+        .map(toolcalls_model::ThreadId::from);
     let id = RecordId::derive(
         &toolcalls_model::Source::from(source),
         &SessionId::from(session.as_str()),
@@ -203,7 +225,11 @@ async fn session_call(
     )
 }
 
-async fn session_pending(State(s): State<Arc<HttpState>>, Path(session): Path<String>) -> Response {
+async fn session_pending(
+    State(s): State<Arc<HttpState>>,
+    path: Result<Path<String>, PathRejection>,
+) -> Response {
+    let Path(session) = read_or_answer!(path);
     let session = SessionId::from(session);
     let answers: Vec<Vec<ToolCallRecord>> =
         ask_all(&s, |tx| Query::Session(session.clone(), tx)).await;
@@ -233,7 +259,11 @@ struct SessionPending<'a> {
 }
 
 /// Where a session is: its partition, whether this instance owns it, and which instance does.
-async fn session_owner(State(s): State<Arc<HttpState>>, Path(session): Path<String>) -> Response {
+async fn session_owner(
+    State(s): State<Arc<HttpState>>,
+    path: Result<Path<String>, PathRejection>,
+) -> Response {
+    let Path(session) = read_or_answer!(path);
     let Some((partition, partitions)) = s.ownership.partition_of(&session) else {
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
