@@ -17,6 +17,9 @@ use toolcalls_settings::{ConfigFile, KeyValueParser};
 
 /// Default bootstrap servers, of the processor and of `toolcalls ingest`.
 pub const DEFAULT_BROKERS: &str = "localhost:9092";
+/// Largest record the processor publishes (librdkafka `message.max.bytes` of its producer); the
+/// records and dead-letter topics are created to accept it.
+pub const MAX_OUTPUT_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 /// What a record's fields other than its arguments, result, attributes and facts take at most:
 /// ids, times, references, correlation, provenance (a call's events, positions).
 const RECORD_FRAME_BYTES: usize = 1 << 20;
@@ -329,12 +332,12 @@ impl Settings {
             .saturating_mul(3)
             .saturating_add(self.core.max_facts_bytes)
             .saturating_add(RECORD_FRAME_BYTES);
-        if largest_record > crate::topics::MAX_OUTPUT_MESSAGE_BYTES {
+        if largest_record > MAX_OUTPUT_MESSAGE_BYTES {
             return bad(format!(
                 "a record could take {largest_record} bytes (3 × --max-message-bytes {} + --max-facts-bytes {} + {RECORD_FRAME_BYTES} for its other fields), more than the {} a record may be; lower either",
                 self.max_message_bytes,
                 self.core.max_facts_bytes,
-                crate::topics::MAX_OUTPUT_MESSAGE_BYTES
+                MAX_OUTPUT_MESSAGE_BYTES
             ));
         }
         if self.http_read_timeout_ms == 0 || self.http_max_connections == 0 {

@@ -4,6 +4,7 @@
 //! coordinator; [`run`] is `start` until SIGTERM or SIGINT.
 
 use crate::client::{consumer_config, producer_config, BrokerProbe, ProducerCtx, SharedProducer};
+use crate::config::MAX_OUTPUT_MESSAGE_BYTES;
 use crate::config::{Guarantee, Settings};
 use crate::coordinator::{transaction, Coordinator, Partitions, Transactions};
 use crate::error::{Disposition, Error};
@@ -19,7 +20,7 @@ use crate::ownership::Ownership;
 use crate::partition::{Limits, PoisonRegistry, TaskEnv};
 use crate::spans::{self, SpanMaker, SpanMetrics, SpanQueue};
 use crate::telemetry::broker::{broker_watch, TopicsChecked, TopicsWaiting, TOPICS_RECHECK};
-use crate::topics::{check_topics, MAX_OUTPUT_MESSAGE_BYTES};
+use crate::topics::check_topics;
 use dashmap::DashMap;
 use prometheus::Registry;
 use rdkafka::consumer::Consumer;

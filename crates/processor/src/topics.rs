@@ -14,9 +14,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::types::RDKafkaErrorCode;
 use std::time::Duration;
 
-/// Largest record the processor publishes (librdkafka `message.max.bytes` of its producer); the
-/// records and dead-letter topics are created to accept it.
-pub const MAX_OUTPUT_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+use crate::config::MAX_OUTPUT_MESSAGE_BYTES;
 
 /// How `toolcalls topics create` lays the topics out.
 #[derive(Debug, Clone)]
