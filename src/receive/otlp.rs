@@ -28,7 +28,9 @@ pub fn json_to_json_line(body: &[u8]) -> Result<Vec<u8>, String> {
     let doc: Value = toolcalls_adapters::value::parse(body).map_err(|e| {
         format!("the body is not JSON ({e}); expected an OTLP JSON ExportTraceServiceRequest")
     })?;
-    if !doc.get("resourceSpans").is_some_and(Value::is_array) {
+    // `{}` is an export of no spans (proto3's JSON leaves an empty repeated field out).
+    let empty = doc.as_object().is_some_and(Map::is_empty);
+    if !empty && !doc.get("resourceSpans").is_some_and(Value::is_array) {
         return Err(
             "the body has no `resourceSpans` array; expected an OTLP JSON ExportTraceServiceRequest"
                 .into(),
@@ -236,6 +238,18 @@ mod tests {
         assert!(c.is_error && c.checksum.is_some());
         assert_eq!(c.duration_ms, Some(750));
         assert!(protobuf_to_json_line(b"\xff\xff\xff").is_err());
+    }
+
+    #[test]
+    fn an_empty_export_reads_as_its_protobuf_twin() {
+        for body in [&b"{}"[..], b" { } "] {
+            let line = json_to_json_line(body).unwrap();
+            let events = crate::receive::traces::read(crate::receive::traces::Encoding::Json, body);
+            assert_eq!(events.unwrap(), [], "{}", String::from_utf8_lossy(&line));
+        }
+        let empty = crate::receive::traces::read(crate::receive::traces::Encoding::Protobuf, b"");
+        assert_eq!(empty.unwrap(), []);
+        assert!(json_to_json_line(br#"{"spans":[]}"#).is_err());
     }
 
     #[test]

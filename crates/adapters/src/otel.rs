@@ -49,6 +49,12 @@ fn export(
     doc: &Value,
     out: &mut Vec<(Timestamp, usize, Envelope, EventBody)>,
 ) {
+    // `{}` is an export of no spans: proto3's JSON leaves out an empty repeated field (the
+    // protobuf twin is an empty body).
+    if doc.as_object().is_some_and(serde_json::Map::is_empty) {
+        ctx.skip();
+        return;
+    }
     let Some(resource_spans) = doc.get("resourceSpans").and_then(Value::as_array) else {
         ctx.error(
             line,
@@ -302,6 +308,17 @@ mod tests {
             "00-5b8efff798038103d269b633813fc60c-eee19b7ec3c1b174-01"
         );
         assert!(p.events.iter().all(|e| traceparent(e).is_some()));
+    }
+
+    /// `{}` is a valid export of no spans, as an empty body is in protobuf; an object of other
+    /// keys is no export.
+    #[test]
+    fn an_empty_export_is_no_spans_and_no_error() {
+        let p = parse_str(Format::Otel, "spans.jsonl", "{}\n{ }");
+        assert!(p.errors.is_empty() && p.events.is_empty(), "{p:?}");
+        assert_eq!(p.skipped, 2);
+        let p = parse_str(Format::Otel, "spans.jsonl", r#"{"spans":[]}"#);
+        assert_eq!(p.errors.len(), 1, "{p:?}");
     }
 
     /// Attributes set to nothing are read as absent: the events decode from their encoding (the
