@@ -1001,6 +1001,18 @@ fn a_producer_the_restarted_brokers_no_longer_know_is_replaced() {
 
     drop(broker);
     let _broker = start_broker();
+    // Back, but without the topics: the refusal says so, not the connection refused before.
+    let mut missing = String::new();
+    wait_until("a refusal that names the missing topic", || {
+        let c = post();
+        assert_ne!(c.status, 200, "{}", c.body);
+        missing = c.body;
+        missing.contains("does not exist")
+    });
+    assert!(
+        missing.contains("toolcalls topics create") && !missing.contains("refused"),
+        "{missing}"
+    );
     make_topics(&s);
     let mut answers = Vec::new();
     wait_until("a request to go through to the restarted brokers", || {

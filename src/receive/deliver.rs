@@ -128,7 +128,13 @@ impl Deliverer {
                 self.times().failing_since = None;
                 Ok(())
             }
-            Err(Undelivered::Retry(why)) => Err(Undelivered::Retry(self.renew(&producer, why))),
+            Err(Undelivered::Retry(what)) => {
+                let why = match self.missing_topic(&producer).await {
+                    Some(missing) => missing,
+                    None => self.why(what),
+                };
+                Err(Undelivered::Retry(self.renew(&producer, why)))
+            }
             other => other,
         }
     }
@@ -228,7 +234,7 @@ impl Deliverer {
                         )));
                     }
                     Err((e, _)) => {
-                        let why = self.why(format!("Kafka refused an event ({e})"));
+                        let why = format!("Kafka refused an event ({e})");
                         return Err(Undelivered::Retry(why));
                     }
                 }
@@ -256,7 +262,7 @@ impl Deliverer {
                     }
                     Ok(Err((e, _))) => {
                         let why = format!("an event was not delivered ({e})");
-                        return Err(Undelivered::Retry(self.why(why)));
+                        return Err(Undelivered::Retry(why));
                     }
                     Err(_) => return Err(Undelivered::Retry("the producer stopped".to_owned())),
                 }
@@ -269,14 +275,47 @@ impl Deliverer {
                 Ok(())
             }
             Ok(Err(e)) => Err(e),
-            Err(_) => Err(Undelivered::Retry(self.why(format!(
+            Err(_) => Err(Undelivered::Retry(format!(
                 "the brokers did not acknowledge the events within {:?} (--delivery-timeout)",
                 self.timeout
-            )))),
+            ))),
         }
     }
 
     /// `what`, with what the broker watch knows of the brokers' trouble.
+    /// After a failed delivery, asks the brokers for the input topics (for a second): when they
+    /// answer, the trouble the watch knew of is over, and a topic they do not have is the cause
+    /// to name — a broker that came back empty, say — not the trouble they had before.
+    async fn missing_topic(&self, producer: &Arc<Producer>) -> Option<String> {
+        let topics = [self.announce_topic.clone(), self.completion_topic.clone()];
+        let producer = producer.clone();
+        let answers = tokio::task::spawn_blocking(move || {
+            topics.map(|topic| {
+                let md = producer
+                    .client()
+                    .fetch_metadata(Some(&topic), Duration::from_secs(1))
+                    .ok()?;
+                let there = md.topics().iter().any(|t| {
+                    t.name() == topic && t.error().is_none() && !t.partitions().is_empty()
+                });
+                Some((topic, there))
+            })
+        })
+        .await
+        .ok()?;
+        let mut missing = None;
+        for (topic, there) in answers.into_iter().flatten() {
+            self.watch.reachable();
+            if !there && missing.is_none() {
+                missing = Some(format!(
+                    "topic `{topic}` does not exist on the Kafka brokers at {} (or has no leader yet); create the processor's topics with `toolcalls topics create`",
+                    self.brokers
+                ));
+            }
+        }
+        missing
+    }
+
     fn why(&self, what: String) -> String {
         match self.watch.trouble() {
             Some((trouble, reason, _)) => {
