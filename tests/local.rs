@@ -812,7 +812,7 @@ fn threads_give_each_generated_session_the_records_of_one_thread() {
         let stderr = String::from_utf8_lossy(&one.stderr);
         assert!(
             stderr.contains("workload.jsonl:701: ")
-                && stderr.contains("refused by the correlator: conflicting_call_id")
+                && stderr.contains("refused by the correlator (conflicting_call_id)")
                 && stderr.contains(", 2 bad lines, "),
             "{stderr}"
         );
