@@ -112,6 +112,16 @@ fn a_retry_that_succeeds_after_a_failure_revises_the_record() {
     assert_eq!(h.apply(done("a2", 30)), Outcome::Matched(Strategy::CallId));
     assert_eq!(h.one().status.phase, Phase::Succeeded);
 
+    // A retry's failure after an attempt succeeded does not undo the success.
+    let mut h = Harness::new();
+    h.apply(announce("a1", 0));
+    h.apply(done("a1", 10));
+    assert_eq!(h.one().status.phase, Phase::Succeeded);
+    assert_eq!(h.apply(announce("a2", 20)), Outcome::Collapsed);
+    h.one();
+    assert_eq!(h.apply(failed("a2", 30)), Outcome::Late);
+    assert!(h.take().is_empty());
+
     // The retry's success comes first; the first attempt's failure after it is late.
     let mut h = Harness::new();
     h.apply(announce("a1", 0));
@@ -129,7 +139,8 @@ fn which_attempt_a_record_answers_survives_a_restore() {
     let mut h = Harness::new();
     h.apply(announce("a1", 0));
     h.apply(announce("a2", 5));
-    h.apply(ev("s").id("a2").at(10).done(json!("ok")));
+    // The retry's failure answers first; the first attempt is still to answer.
+    h.apply(ev("s").id("a2").at(10).error(json!("timeout")));
     h.one();
     let latest: Vec<(String, Vec<u8>)> =
         h.c.take_changelog()
@@ -138,21 +149,21 @@ fn which_attempt_a_record_answers_survives_a_restore() {
             .collect();
     let mut restored = toolcalls_core::Correlator::restore(config(), latest).unwrap();
     let mut out = toolcalls_core::Effects::default();
-    let pos = toolcalls_core::Position::new(1, 100);
-    let late_failure = ev("s").id("a1").at(20).error(json!("timeout"));
-    assert_eq!(restored.apply(late_failure, pos, &mut out), Outcome::Late);
+    let pos = |offset| toolcalls_core::Position::new(1, offset);
+    // An earlier attempt's result after a later one's is late, also after the restore.
+    let first = ev("s").id("a1").at(20).done(json!("ok"));
+    assert_eq!(restored.apply(first, pos(100), &mut out), Outcome::Late);
     let third = ev("s").id("a3").at(30).announce_keyed("k");
-    assert_eq!(restored.apply(third, pos, &mut out), Outcome::Collapsed);
-    let third_failed = ev("s").id("a3").at(40).error(json!("503"));
     assert_eq!(
-        restored.apply(
-            third_failed,
-            toolcalls_core::Position::new(1, 101),
-            &mut out
-        ),
+        restored.apply(third, pos(101), &mut out),
+        Outcome::Collapsed
+    );
+    let third_done = ev("s").id("a3").at(40).done(json!("ok"));
+    assert_eq!(
+        restored.apply(third_done, pos(102), &mut out),
         Outcome::Matched(Strategy::CallId)
     );
     let last = out.records.pop().unwrap();
-    assert_eq!(last.status.phase, Phase::Failed);
+    assert_eq!(last.status.phase, Phase::Succeeded);
     assert_eq!(last.correlation.attempts, 3);
 }

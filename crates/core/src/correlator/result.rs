@@ -211,7 +211,8 @@ impl Correlator {
     /// the call's attempts are its ids in order (the first call's, then each retry's): the result
     /// of a later attempt than the one its record holds, saying something else — a retry that
     /// succeeded after a failure — is the call's outcome now, published as the record's next
-    /// revision. Anything else is late: a repeat, or an earlier attempt's result.
+    /// revision, unless the record says an attempt succeeded. Anything else is late: a repeat,
+    /// or an earlier attempt's result.
     fn revise_with_result(
         &mut self,
         seq: u64,
@@ -240,7 +241,9 @@ impl Correlator {
         let same = status.phase == phase
             && status.output.as_ref().map(|o| o.as_str())
                 == done.result.as_ref().map(|r| r.as_str());
-        if same {
+        // Once an attempt succeeded the side effect happened: a retry's failure ("already
+        // done", a conflict) does not undo it.
+        if same || status.phase == Phase::Succeeded {
             self.touch(seq);
             return Outcome::Late;
         }
