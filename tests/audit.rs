@@ -529,6 +529,43 @@ fn idless_facts_delivered_again_after_their_record_are_repeats() {
     assert!(audit.stdout.contains(&want), "{want}: {}", audit.show());
 }
 
+/// A fact with an id that comes once its call closed is late for its record, not a repeat of
+/// the record's facts: the audit tells a copy of a hook decision the record holds from another
+/// one it never got (the correlator takes both as late: one record per call).
+#[test]
+fn a_fact_after_its_call_closed_is_late_and_its_copy_a_repeat() {
+    let dir = scratch_dir("late-facts");
+    let hook = |name: &str, ms: i64| {
+        event(
+            "hook_decision",
+            "c1",
+            ms,
+            &format!(r#","hook":"{name}","decision":"allow""#),
+        )
+    };
+    let lines = [
+        event("announce", "c1", 0, r#","tool":"T","args":{}"#),
+        hook("h1", 10),
+        event("completion", "c1", 50, r#","result":"ok""#),
+        hook("h1", 10),
+        hook("h2", 60),
+    ];
+    let input = dir.join("events.jsonl");
+    write_lines(&input, &lines);
+    let records = dir.join("records.jsonl");
+    let local = run(&["local", s(&input), "-o", s(&records)]);
+    assert!(local.stderr.contains("late 2"), "{}", local.show());
+    let audit = run(&["audit", s(&input), "--records", s(&records)]);
+    assert_eq!(audit.code, 0, "{}", audit.show());
+    assert!(
+        audit
+            .stdout
+            .contains("1 repeats of a record's event, 1 late for their record"),
+        "{}",
+        audit.show()
+    );
+}
+
 /// The id of the record on `line`.
 fn record_id(line: &str) -> String {
     let record: ToolCallRecord = serde_json::from_str(line).unwrap();

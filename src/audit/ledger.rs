@@ -360,6 +360,8 @@ struct Unclaimed {
     /// For an announce with a call id, a hash of its tool's name.
     tool: Option<u64>,
     identity: Option<u64>,
+    /// For a fact with a call id, what it says ([`identities`]).
+    says: Option<u64>,
     kind: u8,
     event: String,
     expected: Option<RecordId>,
@@ -745,6 +747,7 @@ impl Ledger {
             }
             Content::Event(event) => {
                 let [by_id, by_content] = identities(event);
+                let says = by_id.and(by_content);
                 // An announce opens a call of its own; what else would go into another's.
                 let expected = (event.call_id.is_some()
                     || matches!(event.body, EventBody::Announce(_)))
@@ -759,6 +762,7 @@ impl Ledger {
                     time: event.time.millis(),
                     tool,
                     identity: by_id.or(by_content),
+                    says,
                     kind: kind_bit(event),
                     event: describe(event),
                     expected,
@@ -833,6 +837,13 @@ impl Ledger {
                         event: u.event,
                         record: r.id,
                     });
+                }
+                // A fact its record holds none like: it came once its call had closed, and the
+                // correlator took it as late, as it does a result after a deadline.
+                Some(r)
+                    if u.says.is_some_and(|s| !self.identities.contains_key(&s)) && !r.partial =>
+                {
+                    self.counts.late += 1;
                 }
                 // A copy of an event the record merged (the correlator's `Duplicate`, or
                 // `Late` once the record was published), or one the audit cannot judge.
@@ -957,9 +968,9 @@ fn scope_of(source: &str, session: &str) -> u64 {
 }
 
 /// The identities of an event by which a repeat of it is known (docs/ARCHITECTURE.md,
-/// Correlation → Repeats): its call id in its scope, and for an announce or completion without
-/// one, what it says — kind, tool, checksum, event time to the millisecond, and for a completion
-/// its result.
+/// Correlation → Repeats): its call id in its scope, and what it says — for an event without an
+/// id, its kind, tool, checksum, event time to the millisecond, and for a completion its result;
+/// for a fact (with an id or without) what [`says`] hashes and its time.
 fn identities(e: &Event) -> [Option<u64>; 2] {
     let mut h = std::hash::DefaultHasher::new();
     e.source.as_str().hash(&mut h);
@@ -968,7 +979,13 @@ fn identities(e: &Event) -> [Option<u64>; 2] {
     if let Some(id) = &e.call_id {
         0u8.hash(&mut h);
         id.as_str().hash(&mut h);
-        return [Some(h.finish()), None];
+        let by_id = h.finish();
+        // A fact is one of the several its call may take: what it says tells a copy from another.
+        let content = says(&mut h, &e.body, false).then(|| {
+            e.time.millis().hash(&mut h);
+            h.finish()
+        });
+        return [Some(by_id), content];
     }
     match &e.body {
         EventBody::Announce(a) => {
@@ -995,44 +1012,62 @@ fn identities(e: &Event) -> [Option<u64>; 2] {
         }
         // A fact without an id is the correlator's repeat when it says the same about the same
         // checksum at the same time (core's `correlator/repeats.rs`): hashed from what it says.
+        _ => {
+            if !says(&mut h, &e.body, true) {
+                return [None, None];
+            }
+        }
+    }
+    e.time.millis().hash(&mut h);
+    [None, Some(h.finish())]
+}
+
+/// Hashes what a fact says — its kind, the checksum it is about, its outcome, decision, hook,
+/// policy and reason — and whether `body` is a fact. `checksum_needed`: a fact that names no
+/// checksum (nor the tool and arguments to make one) is not hashed, as without an id the
+/// correlator finds its copies by the checksum.
+fn says(h: &mut std::hash::DefaultHasher, body: &EventBody, checksum_needed: bool) -> bool {
+    match body {
         EventBody::ExecutionStart(x) => {
-            3u8.hash(&mut h);
-            x.checksum.digest().hash(&mut h);
+            3u8.hash(h);
+            Some(x.checksum.digest()).hash(h);
         }
         EventBody::ExecutionEnd(x) => {
-            4u8.hash(&mut h);
-            x.checksum.digest().hash(&mut h);
-            (x.is_error, x.duration_ms).hash(&mut h);
+            4u8.hash(h);
+            Some(x.checksum.digest()).hash(h);
+            (x.is_error, x.duration_ms).hash(h);
         }
         EventBody::Approval(a) => {
-            let Some(digest) = fact_digest(a.checksum.as_ref(), a.tool.as_deref(), a.args.as_ref())
-            else {
-                return [None, None];
-            };
-            5u8.hash(&mut h);
-            digest.hash(&mut h);
-            a.decision.hash(&mut h);
+            let digest = fact_digest(a.checksum.as_ref(), a.tool.as_deref(), a.args.as_ref());
+            if digest.is_none() && checksum_needed {
+                return false;
+            }
+            5u8.hash(h);
+            digest.hash(h);
+            a.decision.hash(h);
         }
         EventBody::HookDecision(d) => {
-            let Some(digest) = fact_digest(d.checksum.as_ref(), d.tool.as_deref(), d.args.as_ref())
-            else {
-                return [None, None];
-            };
-            6u8.hash(&mut h);
-            digest.hash(&mut h);
-            (
+            let digest = fact_digest(d.checksum.as_ref(), d.tool.as_deref(), d.args.as_ref());
+            if digest.is_none() && checksum_needed {
+                return false;
+            }
+            6u8.hash(h);
+            digest.hash(h);
+            let says = (
                 &d.hook,
                 d.decision,
                 &d.policy_id,
                 &d.policy_version,
                 &d.reason,
-            )
-                .hash(&mut h);
+            );
+            says.hash(h);
         }
-        EventBody::TurnEnd(_) | EventBody::TurnAborted(_) => return [None, None],
+        EventBody::Announce(_)
+        | EventBody::Completion(_)
+        | EventBody::TurnEnd(_)
+        | EventBody::TurnAborted(_) => return false,
     }
-    e.time.millis().hash(&mut h);
-    [None, Some(h.finish())]
+    true
 }
 
 /// The checksum a fact is about: its own, or that of the tool and arguments it names.
