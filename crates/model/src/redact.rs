@@ -14,6 +14,17 @@ use serde_json::{Map, Value};
 /// What replaces a redacted value or match.
 pub const REDACTED: &str = "[REDACTED]";
 
+/// How many bytes redaction may add to one value (arguments, a result, the attributes, a text):
+/// a pattern that matches short runs densely (`[0-9]` over a page of digits) would otherwise
+/// make a value ten times its size, and a record past what a Kafka message may hold. A value
+/// that would grow more is redacted whole.
+pub const MAX_GROWTH: usize = 64 * 1024;
+
+/// Whether `redacted` grew past [`MAX_GROWTH`] over `original` bytes.
+fn outgrew(original: usize, redacted: usize) -> bool {
+    redacted > original.saturating_add(MAX_GROWTH)
+}
+
 /// Redaction rules: JSON pointers (into the arguments and into the result) and regular
 /// expressions (over every string of arguments, result and attributes).
 #[derive(Debug, Clone, Default)]
@@ -101,13 +112,28 @@ impl Redaction {
 
     /// Replaces the matches of the patterns in every string and key of `map`, noting `name`.
     fn object(&self, map: &mut Map<String, Value>, name: &str, what: &mut Vec<String>) {
+        let before = self.written_len_if_patterns(map);
         let mut value = Value::Object(std::mem::take(map));
         if self.strings(&mut value) {
             what.push(name.to_owned());
+            if outgrew(before, value.to_string().len()) {
+                value = Value::Object(Map::from_iter([(
+                    REDACTED.to_owned(),
+                    Value::String(REDACTED.to_owned()),
+                )]));
+            }
         }
         if let Value::Object(back) = value {
             *map = back;
         }
+    }
+
+    /// What `map` takes written, when patterns may change it (0 otherwise: nothing to compare).
+    fn written_len_if_patterns(&self, map: &Map<String, Value>) -> usize {
+        if self.patterns.is_empty() {
+            return 0;
+        }
+        serde_json::to_string(map).map_or(0, |text| text.len())
     }
 
     /// Replaces the matches of the patterns in a free text that may quote the call, noting
@@ -138,7 +164,12 @@ impl Redaction {
             changed = true;
         }
         if changed {
-            *json = Json::from(value);
+            let redacted = Json::from(value);
+            *json = if outgrew(json.as_str().len(), redacted.as_str().len()) {
+                Json::from(Value::String(REDACTED.to_owned()))
+            } else {
+                redacted
+            };
         } else if !exact {
             if let Some(clean) = self.text(json.as_str()) {
                 *json = Json::from(Value::String(clean));
@@ -223,7 +254,8 @@ impl Redaction {
         }
     }
 
-    /// `text` with every match replaced, if any matched.
+    /// `text` with every match replaced, if any matched; all of it when that would grow it past
+    /// [`MAX_GROWTH`].
     fn text(&self, text: &str) -> Option<String> {
         let mut out: Option<String> = None;
         for re in &self.patterns {
@@ -232,7 +264,13 @@ impl Redaction {
                 out = Some(re.replace_all(current, REDACTED).into_owned());
             }
         }
-        out
+        out.map(|clean| {
+            if outgrew(text.len(), clean.len()) {
+                REDACTED.to_owned()
+            } else {
+                clean
+            }
+        })
     }
 }
 
@@ -247,6 +285,49 @@ mod tests {
             "a".repeat(64)
         );
         serde_json::from_str(&text).unwrap()
+    }
+
+    /// A pattern that matches short runs densely would make a value many times its size; such a
+    /// value is redacted whole, and the record stays about the size it was.
+    #[test]
+    fn redaction_does_not_grow_a_value_past_its_bound() {
+        let rules = Redaction::new(&[], &["[0-9]".into()]).unwrap();
+        let digits = "1".repeat(200_000);
+        let many = vec![json!("7"); 20_000];
+        let mut r = record(json!({"d": digits, "n": "pin 1234"}), json!(many));
+        r.attributes = Some(Map::from_iter([(
+            "a".to_owned(),
+            json!("2".repeat(200_000)),
+        )]));
+        r.status.reason = Some("3".repeat(200_000));
+        assert!(rules.apply(&mut r));
+        let input = r.spec.input.as_ref().unwrap().to_value();
+        // The long text is a value of its own that outgrew the bound: it is redacted whole.
+        assert_eq!(input["d"], json!(REDACTED));
+        assert_eq!(
+            input["n"],
+            json!("pin [REDACTED][REDACTED][REDACTED][REDACTED]")
+        );
+        // Twenty thousand strings that each grow: the document outgrew it.
+        assert_eq!(
+            r.status.output.as_ref().unwrap().to_value(),
+            json!(REDACTED)
+        );
+        assert_eq!(r.attributes.as_ref().unwrap()["a"], json!(REDACTED));
+        assert_eq!(r.status.reason.as_deref(), Some(REDACTED));
+        let written = serde_json::to_string(&r).unwrap().len();
+        assert!(written < 100_000, "{written}");
+        // A pattern that shortens what it matches is never bounded.
+        let rules = Redaction::new(&[], &["sk-[a-z]{30,}".into()]).unwrap();
+        let mut r = record(
+            json!({"k": "sk-".to_owned() + &"a".repeat(300_000)}),
+            json!(1),
+        );
+        rules.apply(&mut r);
+        assert_eq!(
+            r.spec.input.as_ref().unwrap().to_value(),
+            json!({"k": REDACTED})
+        );
     }
 
     #[test]
