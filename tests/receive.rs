@@ -1013,6 +1013,21 @@ fn a_producer_the_restarted_brokers_no_longer_know_is_replaced() {
         missing.contains("toolcalls topics create") && !missing.contains("refused"),
         "{missing}"
     );
+    assert!(missing.contains(&s.topics.announce), "{missing}");
+    // A request of results names the topic results go to.
+    let result = r#"{"v":1,"kind":"completion","source":"t","session":"lost","callId":"c1","time":"2026-01-01T00:00:01Z","result":1}"#;
+    let c = curl(
+        &["--data-binary", "@-"],
+        &format!("{}/v1/events", r.url),
+        result.as_bytes(),
+    );
+    assert_eq!(c.status, 503, "{}", c.body);
+    assert!(
+        c.body
+            .contains(&format!("topic `{}` does not exist", s.topics.completion)),
+        "{}",
+        c.body
+    );
     make_topics(&s);
     let mut answers = Vec::new();
     wait_until("a request to go through to the restarted brokers", || {

@@ -129,7 +129,7 @@ impl Deliverer {
                 Ok(())
             }
             Err(Undelivered::Retry(what)) => {
-                let why = match self.missing_topic(&producer).await {
+                let why = match self.missing_topic(&producer, events).await {
                     Some(missing) => missing,
                     None => self.why(what),
                 };
@@ -282,24 +282,33 @@ impl Deliverer {
         }
     }
 
-    /// `what`, with what the broker watch knows of the brokers' trouble.
-    /// After a failed delivery, asks the brokers for the input topics (for a second): when they
-    /// answer, the trouble the watch knew of is over, and a topic they do not have is the cause
-    /// to name — a broker that came back empty, say — not the trouble they had before.
-    async fn missing_topic(&self, producer: &Arc<Producer>) -> Option<String> {
-        let topics = [self.announce_topic.clone(), self.completion_topic.clone()];
+    /// After a failed delivery of `events`, asks the brokers for the topics they go to (for a
+    /// second): when they answer, the trouble the watch knew of is over, and a topic they do not
+    /// have is the cause to name — a broker that came back empty, say — not the trouble they had
+    /// before.
+    async fn missing_topic(&self, producer: &Arc<Producer>, events: &[Event]) -> Option<String> {
+        let mut topics: Vec<String> = Vec::new();
+        for event in events {
+            let topic = self.topic_for(event);
+            if !topics.iter().any(|t| t == topic) {
+                topics.push(topic.to_owned());
+            }
+        }
         let producer = producer.clone();
         let answers = tokio::task::spawn_blocking(move || {
-            topics.map(|topic| {
-                let md = producer
-                    .client()
-                    .fetch_metadata(Some(&topic), Duration::from_secs(1))
-                    .ok()?;
-                let there = md.topics().iter().any(|t| {
-                    t.name() == topic && t.error().is_none() && !t.partitions().is_empty()
-                });
-                Some((topic, there))
-            })
+            topics
+                .into_iter()
+                .map(|topic| {
+                    let md = producer
+                        .client()
+                        .fetch_metadata(Some(&topic), Duration::from_secs(1))
+                        .ok()?;
+                    let there = md.topics().iter().any(|t| {
+                        t.name() == topic && t.error().is_none() && !t.partitions().is_empty()
+                    });
+                    Some((topic, there))
+                })
+                .collect::<Vec<_>>()
         })
         .await
         .ok()?;
@@ -316,6 +325,7 @@ impl Deliverer {
         missing
     }
 
+    /// `what`, with what the broker watch knows of the brokers' trouble.
     fn why(&self, what: String) -> String {
         match self.watch.trouble() {
             Some((trouble, reason, _)) => {

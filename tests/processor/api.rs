@@ -153,6 +153,23 @@ async fn pending_calls_are_answered_with_their_arguments_verbatim() {
         let v: serde_json::Value = serde_json::from_str(&body).expect("JSON");
         assert!(v["error"].is_string(), "{path}: {body}");
     }
+    // So are a route it does not have and a method other than GET.
+    let (unknown, post) = tokio::task::spawn_blocking(move || {
+        (
+            curl(&format!("http://{api}/v1/nope"), &[]),
+            curl(
+                &format!("http://{api}/v1/sessions/odd/pending"),
+                &["-X", "POST"],
+            ),
+        )
+    })
+    .await
+    .unwrap();
+    for ((status, body), want) in [(unknown, 404), (post, 405)] {
+        assert_eq!(status, want, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        assert!(v["error"].is_string(), "{body}");
+    }
     running.stop().await.expect("clean stop");
 }
 

@@ -55,6 +55,8 @@ pub(crate) fn api_router(state: Arc<HttpState>, token: Option<Secret>) -> Router
         .route("/v1/sessions/{session}/pending", get(session_pending))
         .route("/v1/sessions/{session}/calls/{call_id}", get(session_call))
         .route("/v1/sessions/{session}/owner", get(session_owner))
+        .fallback(no_such_route)
+        .method_not_allowed_fallback(only_get)
         .with_state(state);
     match token {
         Some(token) => router.layer(axum::middleware::from_fn_with_state(
@@ -63,6 +65,29 @@ pub(crate) fn api_router(state: Arc<HttpState>, token: Option<Secret>) -> Router
         )),
         None => router,
     }
+}
+
+/// A path the API does not have, answered as its other errors are: JSON.
+async fn no_such_route(uri: axum::http::Uri) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        format!(
+            "no route {}; the API has /v1/tool-calls/{{id}}, /v1/sessions/{{session}}/pending, /v1/sessions/{{session}}/calls/{{call_id}}?source=… and /v1/sessions/{{session}}/owner",
+            uri.path()
+        ),
+    )
+}
+
+/// A method other than GET on one of the API's routes.
+async fn only_get(method: axum::http::Method) -> Response {
+    let mut answer = error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("the query API answers GET only, not {method}"),
+    );
+    answer
+        .headers_mut()
+        .insert(header::ALLOW, header::HeaderValue::from_static("GET"));
+    answer
 }
 
 /// Lets a request through only with the bearer token.
