@@ -99,7 +99,7 @@ fn classify_json_error(bytes: &[u8], e: serde_json::Error) -> DecodeError {
         // still be JSON, whose grammar allows one.
         Category::Syntax if msg.contains("hex escape") && is_json(bytes) => {
             DecodeError::InvalidField(format!(
-                "a text field holds a lone surrogate escape such as `\\ud800` ({msg}): valid JSON, but no Unicode text; source, session, thread, turn, callId, tool, time and the other names must be text (`args`, `result` and attributes may hold one)"
+                "a text field holds a lone surrogate escape such as `\\ud800` ({msg}): valid JSON, but no Unicode text; source, session, thread, turn, callId, tool, time and the other names must be text (`args` and `result` may hold one; attributes, read as a JSON tree, may not)"
             ))
         }
         Category::Syntax | Category::Eof | Category::Io => DecodeError::NotJson(msg),
