@@ -45,6 +45,7 @@ mod codex;
 mod common;
 mod depth;
 mod detect;
+mod fields;
 mod format;
 mod gemini;
 mod line_reader;
