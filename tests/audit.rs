@@ -566,6 +566,64 @@ fn a_fact_after_its_call_closed_is_late_and_its_copy_a_repeat() {
     );
 }
 
+/// A producer that repeats one event thousands of times while its call is pending: the record
+/// lists the first copies (core's `MAX_LISTED_REPEATS`) and only counts the rest, and the audit
+/// still accounts for every line, the unlisted copies as repeats of the record's event.
+#[test]
+fn copies_a_record_does_not_list_are_its_repeats() {
+    let dir = scratch_dir("unlisted-copies");
+    let copies = 1_500;
+    let announce = |id: &str| event("announce", id, 0, r#","tool":"T","args":{"a":1}"#);
+    let idless = |kind: &str, ms: i64, extra: &str| {
+        format!(
+            r#"{{"v":1,"kind":"{kind}","source":"s","session":"x","time":"{}","tool":"U"{extra}}}"#,
+            time(ms)
+        )
+    };
+    let mut lines = vec![announce("c1"), idless("announce", 1, r#","args":{}"#)];
+    for _ in 0..copies {
+        lines.push(announce("c1"));
+        lines.push(idless("announce", 1, r#","args":{}"#));
+    }
+    lines.push(event("completion", "c1", 50, r#","result":"ok""#));
+    lines.push(idless("completion", 60, r#","result":"ok""#));
+    let input = dir.join("events.jsonl");
+    write_lines(&input, &lines);
+    let records = dir.join("records.jsonl");
+    let local = run(&["local", s(&input), "-o", s(&records)]);
+    assert_eq!(local.code, 0, "{}", local.show());
+    let listed = toolcalls_core::MAX_LISTED_REPEATS as usize;
+    for record in records_of(&records) {
+        assert_eq!(record.correlation.duplicates as usize, copies);
+        let positions: usize = record
+            .provenance
+            .0
+            .iter()
+            .map(|o| o.positions().len())
+            .sum();
+        assert_eq!(
+            positions,
+            listed + 2,
+            "the announce, its listed copies, the result"
+        );
+    }
+    let audit = run(&["audit", s(&input), "--records", s(&records)]);
+    assert_eq!(audit.code, 0, "{}", audit.show());
+    let want = format!("{} repeats of a record's event", 2 * (copies - listed));
+    assert!(audit.stdout.contains(&want), "{want}: {}", audit.show());
+    // A record that counts fewer copies than it leaves out does not account for the rest.
+    let fewer = std::fs::read_to_string(&records)
+        .unwrap()
+        .replace(&format!(r#""duplicates":{copies}"#), r#""duplicates":1100"#);
+    std::fs::write(&records, fewer).unwrap();
+    let audit = run(&["audit", s(&input), "--records", s(&records)]);
+    assert_eq!(audit.code, 1, "{}", audit.show());
+    let left = 2 * (copies - 1100);
+    let want = format!("{left} discrepancies");
+    assert!(audit.stdout.contains(&want), "{want}: {}", audit.show());
+    assert_eq!(audit.stdout.matches("superseded  ").count(), left);
+}
+
 /// The id of the record on `line`.
 fn record_id(line: &str) -> String {
     let record: ToolCallRecord = serde_json::from_str(line).unwrap();

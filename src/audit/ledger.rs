@@ -11,6 +11,7 @@ use foldhash::fast::RandomState;
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::{Hash, Hasher};
+use toolcalls_core::MAX_LISTED_REPEATS;
 use toolcalls_model::checksum::digest_of_json;
 use toolcalls_model::record::{Origin, Provenance};
 use toolcalls_model::{Event, EventBody, EventKind, Phase, RecordId, ToolCallRecord};
@@ -103,6 +104,9 @@ struct RecordInfo {
     last: Option<(u32, i64, i64)>,
     /// A hash of its tool's name (`spec.toolRef.name`), when it names one.
     tool: Option<u64>,
+    /// How many copies of its events it may have counted without listing them: the core lists
+    /// the first [`MAX_LISTED_REPEATS`] copies an entry takes, and counts the rest.
+    unlisted: u32,
 }
 
 const ANNOUNCE: u8 = 1;
@@ -505,7 +509,8 @@ impl Ledger {
         if revision == self.records[record as usize].latest {
             let info = &mut self.records[record as usize];
             info.has_result = head.status.is_some_and(|s| has_result(s.phase));
-            info.collapsed = head.correlation.is_some_and(|c| c.attempts > 1);
+            info.collapsed = head.correlation.as_ref().is_some_and(|c| c.attempts > 1);
+            info.unlisted = head.correlation.map_or(0, |c| unlisted(c.duplicates));
             info.tool = head
                 .spec
                 .and_then(|s| s.tool_ref)
@@ -525,7 +530,9 @@ impl Ledger {
         let meta = &pending.metadata;
         let scope = scope_of(meta.source.as_str(), meta.session.as_str());
         let record = self.new_record(pending.id(), Kind::Pending, 0, 0, Some(scope));
-        self.records[record as usize].has_result = has_result(pending.status.phase);
+        let info = &mut self.records[record as usize];
+        info.has_result = has_result(pending.status.phase);
+        info.unlisted = unlisted(pending.correlation.duplicates);
         self.claim_all(record, 0, &pending.provenance, at, resolve);
     }
 
@@ -567,6 +574,7 @@ impl Ledger {
             collapsed: false,
             last: None,
             tool: None,
+            unlisted: 0,
         });
         if kind == Kind::Published {
             self.by_id.insert(id, n);
@@ -808,14 +816,26 @@ impl Ledger {
             self.records[claim.record as usize].partial = true;
         }
         for u in std::mem::take(&mut self.unclaimed) {
-            let record = u.identity.and_then(|i| self.identities.get(&i));
-            let record = record.map(|&r| &self.records[r as usize]);
+            let ix = u.identity.and_then(|i| self.identities.get(&i)).copied();
+            let record = ix.map(|r| &self.records[r as usize]);
             // Applied before an event its record lists: while its call was pending.
             let before_its_record = record.is_some_and(|r| {
                 r.last.is_some_and(|(input, offset, time)| {
                     input == u.pos.0 && offset > u.pos.1 && time >= u.time
                 })
             });
+            // A copy of an event its record merged, which the record counted without listing.
+            let unlisted_copy = record.is_some_and(|r| {
+                before_its_record
+                    && r.unlisted > 0
+                    && (u.kind == 0 || r.merged & u.kind != 0)
+                    && u.says.is_none_or(|s| self.identities.contains_key(&s))
+            });
+            if let (true, Some(ix)) = (unlisted_copy, ix) {
+                self.records[ix as usize].unlisted -= 1;
+                self.counts.repeats += 1;
+                continue;
+            }
             match record {
                 // Another tool under the id of a pending or remembered call: the correlator
                 // refuses it, which local mode says on stderr only (the processor dead-letters
@@ -931,6 +951,13 @@ struct ToolRefHead {
 struct CorrelationHead {
     #[serde(default)]
     attempts: u32,
+    #[serde(default)]
+    duplicates: u32,
+}
+
+/// How many of a record's `duplicates` copies it may not list.
+fn unlisted(duplicates: u32) -> u32 {
+    duplicates.saturating_sub(MAX_LISTED_REPEATS)
 }
 
 /// Whether a record in `phase` merged a result.

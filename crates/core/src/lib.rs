@@ -39,7 +39,7 @@ pub use codec::CodecError;
 pub use config::Config;
 pub use correlator::{Correlator, RestoreError};
 pub use replay::{replay, FinishMode, Replay};
-pub use state::ChangelogOp;
+pub use state::{ChangelogOp, MAX_LISTED_REPEATS};
 pub use step::{refusal_explained, Effects, Outcome, Position, Released};
 
 #[cfg(doc)]

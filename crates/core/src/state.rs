@@ -97,6 +97,10 @@ impl std::fmt::Debug for PackedPos {
     }
 }
 
+/// How many copies of its events an entry lists in its provenance (docs/ARCHITECTURE.md,
+/// "The record": `provenance`). At about 10 bytes an offset in the record, 10 KiB.
+pub const MAX_LISTED_REPEATS: u32 = 1_024;
+
 /// Adds `pos` to a rarely used list: the first one allocates room for one (a `Vec` would take
 /// four), later ones grow it as a `Vec` does.
 pub(crate) fn push_position(positions: &mut Vec<Position>, pos: Position) {

@@ -274,3 +274,93 @@ fn restored_from(h: &mut Harness) -> toolcalls_core::Correlator {
             .collect();
     toolcalls_core::Correlator::restore(config(), latest).unwrap()
 }
+
+/// The positions a record lists, all of input 0.
+fn listed(r: &ToolCallRecord) -> Vec<i64> {
+    r.provenance
+        .0
+        .iter()
+        .flat_map(|o| o.positions().to_vec())
+        .collect()
+}
+
+/// A producer that sends one event over and over: the entry counts every copy but lists only the
+/// first `MAX_LISTED_REPEATS`, so neither its changelog value nor its record grows without bound.
+/// The count and the bound hold across a restore; a copy that brings the arguments is listed
+/// whatever the count.
+#[test]
+fn copies_past_the_bound_are_counted_not_listed() {
+    let bound = toolcalls_core::MAX_LISTED_REPEATS as i64;
+    let extra = 100;
+    for idless in [false, true] {
+        let mut h = Harness::new();
+        let announce = |at| {
+            let e = ev("s").at(at);
+            let e = if idless { e } else { e.id("c") };
+            e.announce("Read", json!({"f": 1}))
+        };
+        h.apply(announce(0));
+        for _ in 0..bound + extra / 2 {
+            assert_eq!(h.apply(announce(0)), Outcome::Duplicate);
+        }
+        let mut restored = Harness {
+            c: restored_from(&mut h),
+            out: Default::default(),
+            next: h.next,
+        };
+        for _ in 0..extra / 2 {
+            assert_eq!(restored.apply(announce(0)), Outcome::Duplicate);
+        }
+        let done = ev("s").at(5);
+        let done = if idless {
+            done.done_tool("Read", json!(1))
+        } else {
+            done.id("c").done(json!(1))
+        };
+        restored.apply(done);
+        let r = restored.one();
+        assert_eq!(
+            r.correlation.duplicates as i64,
+            bound + extra,
+            "idless {idless}"
+        );
+        assert_eq!(r.correlation.events_merged as i64, bound + extra + 2);
+        let result_at = restored.next - 1;
+        let want: Vec<i64> = (0..=bound).chain([result_at]).collect();
+        assert_eq!(listed(&r), want, "idless {idless}");
+    }
+
+    // Copies of a result that waits for its announce.
+    let mut h = Harness::new();
+    for _ in 0..bound + 1 + extra {
+        h.apply(ev("s").id("c").at(5).done(json!(1)));
+    }
+    h.apply(ev("s").id("c").at(0).announce("Read", json!({})));
+    let r = h.one();
+    assert_eq!(r.correlation.duplicates as i64, bound + extra);
+    let mut want: Vec<i64> = (0..=bound).collect();
+    want.push(h.next - 1);
+    assert_eq!(listed(&r), want);
+
+    // An announce without arguments, its copies, then one that brings them: listed.
+    let mut h = Harness::new();
+    let bare = || {
+        ev("s").id("c").at(0).announce_with(Announce {
+            tool: "Read".into(),
+            ..Default::default()
+        })
+    };
+    h.apply(bare());
+    for _ in 0..bound + extra {
+        h.apply(bare());
+    }
+    h.apply(ev("s").id("c").at(0).announce("Read", json!({"f": 1})));
+    let brought = h.next - 1;
+    h.apply(ev("s").id("c").at(5).done(json!(1)));
+    let r = h.one();
+    assert!(listed(&r).contains(&brought), "{:?}", listed(&r).last());
+    assert!(
+        r.spec.input.is_some(),
+        "the arguments the last copy brought"
+    );
+}

@@ -33,7 +33,7 @@ impl Correlator {
                 if let Some(call) = self.entries.call_mut(seq) {
                     call.events = call.events.saturating_add(1);
                     call.duplicates = call.duplicates.saturating_add(1);
-                    self.note_merged(seq);
+                    self.note_repeat(seq);
                     self.touch(seq);
                     return Outcome::Duplicate;
                 }
@@ -55,7 +55,8 @@ impl Correlator {
                     call.duplicates = call.duplicates.saturating_add(1);
                     call.updated_at = call.updated_at.max(time);
                     let mut new_digest = None;
-                    if call.args.is_none() && announce.args.is_some() {
+                    let brings_args = call.args.is_none() && announce.args.is_some();
+                    if brings_args {
                         let before = call_bytes(call);
                         let old = call.checksum;
                         let digest = announce.checksum.as_ref().map_or_else(
@@ -78,7 +79,11 @@ impl Correlator {
                         }
                         insert_checksum(scope, &self.entries, &self.hs, &digest, seq);
                     }
-                    self.note_merged(seq);
+                    if brings_args {
+                        self.note_merged(seq);
+                    } else {
+                        self.note_repeat(seq);
+                    }
                     self.touch(seq);
                     return Outcome::Duplicate;
                 }

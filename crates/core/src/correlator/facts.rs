@@ -42,7 +42,7 @@ impl Correlator {
                         waiting.events = waiting.events.saturating_add(1);
                         waiting.duplicates = waiting.duplicates.saturating_add(1);
                     }
-                    self.note_merged(seq);
+                    self.note_repeat(seq);
                     self.touch(seq);
                     return Outcome::Duplicate;
                 }
@@ -75,7 +75,11 @@ impl Correlator {
                         entry.facts.push(fact);
                         true
                     });
-                    self.note_merged(seq);
+                    if outcome == Outcome::Duplicate {
+                        self.note_repeat(seq);
+                    } else {
+                        self.note_merged(seq);
+                    }
                     self.touch(seq);
                     return outcome;
                 }
@@ -148,7 +152,7 @@ impl Correlator {
             call.duplicates = call.duplicates.saturating_add(1);
             call.updated_at = call.updated_at.max(time);
         }
-        self.note_merged(seq);
+        self.note_repeat(seq);
         self.touch(seq);
         Outcome::Duplicate
     }

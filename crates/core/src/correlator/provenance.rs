@@ -6,15 +6,36 @@
 //! in its extras; a waiting result keeps a list. A result carries its own position
 //! ([`Done::pos`]), so the completion that closes a call goes straight into the record without
 //! being stored in the call. The handlers call [`Correlator::note_merged`] where an event goes
-//! into an entry without opening or closing it.
+//! into an entry without opening or closing it, and [`Correlator::note_repeat`] for a copy of an
+//! event the entry holds.
+//!
+//! A copy is listed like any event up to [`MAX_LISTED_REPEATS`] copies an entry, and only
+//! counted past them: a producer that sends one event millions of times would otherwise make
+//! the entry's changelog value and its record outgrow the 16 MiB a message may take, and stall
+//! the partition. An unlisted copy brought nothing to the record, and the audit knows a copy
+//! by what it says, listed or not.
 
 use super::footprint::{call_bytes, waiting_bytes};
 use super::Correlator;
-use crate::state::{push_position, Call, Done, Live, WaitingResult};
+use crate::state::{push_position, Call, Done, Live, WaitingResult, MAX_LISTED_REPEATS};
 use crate::Position;
 use toolcalls_model::record::Provenance;
 
 impl Correlator {
+    /// Notes a copy of an event that entry `seq` holds, counted on it already (its
+    /// `duplicates`): listed while the entry has at most [`MAX_LISTED_REPEATS`] of them. The
+    /// caller touches the entry.
+    pub(super) fn note_repeat(&mut self, seq: u64) {
+        let copies = match self.entries.live(seq) {
+            Some(Live::Call(call)) => call.duplicates,
+            Some(Live::Waiting(waiting)) => waiting.duplicates,
+            None => return,
+        };
+        if copies <= MAX_LISTED_REPEATS {
+            self.note_merged(seq);
+        }
+    }
+
     /// Notes that the event being applied went into pending entry `seq`: a repeat counted on it,
     /// a fact, a collapsed retry, or (for a new call) its announce. The caller touches the entry.
     pub(super) fn note_merged(&mut self, seq: u64) {

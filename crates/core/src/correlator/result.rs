@@ -43,7 +43,7 @@ impl Correlator {
                 Some(Live::Waiting(waiting)) => {
                     waiting.events = waiting.events.saturating_add(1);
                     waiting.duplicates = waiting.duplicates.saturating_add(1);
-                    self.note_merged(seq);
+                    self.note_repeat(seq);
                     self.touch(seq);
                     return Outcome::Duplicate;
                 }
@@ -84,7 +84,7 @@ impl Correlator {
                         true
                     });
                     if outcome == Outcome::Duplicate {
-                        self.note_merged(seq); // a new result's position is in its `Done`
+                        self.note_repeat(seq); // a new result's position is in its `Done`
                     }
                     self.touch(seq);
                     return outcome;
