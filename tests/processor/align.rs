@@ -203,3 +203,69 @@ async fn a_result_that_comes_before_its_announce_live_waits_for_it() {
         .expect("shutdown in time")
         .expect("clean shutdown");
 }
+
+/// The merge takes a topic partition to deliver messages in the order they were stamped, which
+/// several producers writing one partition break: another producer's newer announce comes
+/// before this one's older one. The processor counts and says it, with how far behind the late
+/// message was and the option that copes with it; a message in order after it is not counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_stamped_out_of_order_is_said_with_the_window_it_needs() {
+    let s = settings("align-stamps");
+    create_topics(&s, 1).await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let announce = |session: &str, at: i64| {
+        let time = toolcalls_model::Timestamp::from_millis(at).to_rfc3339();
+        format!(
+            r#"{{"v":1,"kind":"announce","source":"two","session":"{session}","callId":"c","time":"{time}","tool":"T","args":{{}}}}"#
+        )
+    };
+    let producer = producer();
+    // One producer's announce stamped 1.5 s after another's, delivered first; then one in order.
+    for (session, at) in [("b", now + 1_500), ("a", now), ("c", now + 2_000)] {
+        let payload = announce(session, at);
+        let record = rdkafka::producer::BaseRecord::to(&s.topics.announce)
+            .key(session)
+            .payload(&payload)
+            .timestamp(at);
+        producer.send(record).expect("enqueue");
+        rdkafka::producer::Producer::flush(&producer, Duration::from_secs(30)).expect("flush");
+    }
+    let proc = Proc::spawn(&s, "stamps", None);
+    proc.wait_for_line("input out of timestamp order");
+    let said = proc
+        .log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains("input out of timestamp order"))
+        .cloned()
+        .collect::<Vec<_>>();
+    assert_eq!(said.len(), 1, "{said:#?}");
+    for want in [
+        "behind_ms=1500",
+        "messages=1",
+        "max_disorder_ms=0",
+        "--max-disorder",
+    ] {
+        assert!(said[0].contains(want), "{want}: {}", said[0]);
+    }
+    // Counted once: the message after it is in order, and the completion topic saw nothing.
+    let count = |metrics: &str, topic: &str| {
+        let series = format!("toolcalls_input_out_of_order_total{{topic=\"{topic}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&series)?.parse::<u64>().ok())
+    };
+    let http = proc.http;
+    wait_until_async("all three announces applied", || async move {
+        let (_, metrics) = http_get(http, "/metrics").await;
+        metrics.contains("toolcalls_state_pending_calls{partition=\"0\"} 3")
+    })
+    .await;
+    let (_, metrics) = http_get(http, "/metrics").await;
+    assert_eq!(count(&metrics, &s.topics.announce), Some(1), "{metrics}");
+    assert_eq!(count(&metrics, &s.topics.completion), Some(0), "{metrics}");
+}

@@ -458,11 +458,23 @@ pub struct Proc {
     pub child: Child,
     lines: std::sync::mpsc::Receiver<String>,
     pub log: std::sync::Arc<Mutex<Vec<String>>>,
+    /// Where it serves `/metrics`, `/healthz` and `/readyz` (`--http-addr`).
+    pub http: std::net::SocketAddr,
 }
 
 impl Proc {
     pub fn spawn(s: &Settings, instance: &str, failpoint: Option<&str>) -> Proc {
-        let mut child = Proc::command(s, instance, failpoint)
+        let mut cmd = Proc::command(s, instance, failpoint);
+        let args: Vec<_> = cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let http = args
+            .iter()
+            .position(|a| a == "--http-addr")
+            .and_then(|i| args.get(i + 1)?.parse().ok())
+            .expect("the command sets --http-addr");
+        let mut child = cmd
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawning toolcalls run");
@@ -480,6 +492,7 @@ impl Proc {
             child,
             lines: rx,
             log,
+            http,
         }
     }
 

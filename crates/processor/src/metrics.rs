@@ -42,6 +42,8 @@ pub const TRANSACTION_RESULTS: [&str; 3] = ["committed", "aborted", "fenced"];
 pub struct Metrics {
     /// Input messages read, by topic and event kind (`invalid` when not decodable).
     pub events_received: IntCounterVec,
+    /// Input messages stamped out of order by more than the reorder window reaches, by topic.
+    pub out_of_order: IntCounterVec,
     /// Records published, by phase.
     pub records_emitted: IntCounterVec,
     /// Completions linked to their call, by strategy.
@@ -142,6 +144,7 @@ impl Metrics {
         let latency = prometheus::exponential_buckets(0.001, 4.0, 10).expect("valid buckets");
         let m = Metrics {
             events_received: counter_vec(r, "toolcalls_input_events_total", "Input messages read, by topic and event kind.", &["topic", "kind"]),
+            out_of_order: counter_vec(r, "toolcalls_input_out_of_order_total", "Input messages stamped earlier than a message their topic partition delivered before them, by more than the reorder window (--max-disorder) reaches: several producers, or skewed clocks, interleave there, and calls without ids may pair otherwise than they happened. By topic.", &["topic"]),
             records_emitted: counter_vec(r, "toolcalls_output_records_total", "ToolCall records published, by phase.", &["phase"]),
             matches: counter_vec(r, "toolcalls_correlation_matches_total", "Results linked to their call, by strategy.", &["strategy"]),
             event_outcomes: counter_vec(r, "toolcalls_correlation_outcomes_total", "What happened to each applied event; an event the reorder window held counts as held when it comes and under its outcome when applied.", &["outcome"]),

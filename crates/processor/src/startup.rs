@@ -207,6 +207,7 @@ async fn boot_and_run(
         },
         input_idle: Duration::from_millis(settings.input_idle_ms),
         align_wait: Duration::from_millis(settings.align_wait_ms),
+        max_disorder_ms: settings.core.max_disorder_ms,
         // Outputs held back while a batch commits have a bound of their own, as large as the
         // input's: they stop the tasks from taking input until the commit is through.
         max_held_bytes: settings.max_inflight_bytes,

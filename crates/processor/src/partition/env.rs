@@ -20,6 +20,9 @@ pub(crate) struct TaskEnv {
     /// How long a message waits for the partition's other input topic (see
     /// [`crate::input::align`]).
     pub align_wait: Duration,
+    /// The reorder window (`--max-disorder`): input stamped out of order by more than it reaches
+    /// is counted and said (see `stamps.rs`).
+    pub max_disorder_ms: u64,
     /// Bytes of output the tasks may hold back, together, while a checkpoint commits.
     pub max_held_bytes: usize,
     /// Bytes of output the tasks hold back now.

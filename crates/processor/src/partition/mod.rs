@@ -17,6 +17,7 @@ mod control;
 mod env;
 mod held;
 mod outbox;
+mod stamps;
 mod task;
 mod validate;
 

@@ -5,6 +5,7 @@ use super::clock::Clock;
 use super::control::{Checkpointed, PartitionMsg, Query};
 use super::env::TaskEnv;
 use super::outbox::{Outbox, Sent};
+use super::stamps::StampOrder;
 use super::validate::{validate, Invalid};
 use crate::input::align::{Aligner, Next};
 use crate::input::batch::{InBatch, InMsg};
@@ -39,6 +40,8 @@ pub(crate) struct PartitionTask {
     clock: Clock,
     outbox: Outbox,
     telemetry: PartitionTelemetry,
+    /// Whether each input topic delivers in timestamp order, as the merge takes it to.
+    stamps: StampOrder,
 }
 
 impl PartitionTask {
@@ -59,6 +62,7 @@ impl PartitionTask {
             clock: Clock::new(env.input_idle),
             outbox: Outbox::new(partition, env.clone()),
             telemetry: PartitionTelemetry::new(&env.metrics, &env.topics.inputs, partition),
+            stamps: StampOrder::new(env.max_disorder_ms),
             env,
             inflight,
         }
@@ -288,6 +292,11 @@ impl PartitionTask {
                 self.dead_letter(&m, "panic", &detail).await;
                 return Ok(false);
             }
+        }
+        if let Some(behind) = self.stamps.behind(m.topic_index(), m.timestamp_ms) {
+            let window = self.env.max_disorder_ms;
+            let topic = m.topic_index();
+            self.telemetry.out_of_order(topic, m.offset, behind, window);
         }
         self.telemetry
             .input_taken(self.clock.now_ms(), m.timestamp_ms);

@@ -21,6 +21,10 @@ pub(crate) struct PartitionTelemetry {
     metrics: Metrics,
     /// Input messages read, per input topic (0 announce, 1 completion).
     received: [Received; 2],
+    /// Input messages stamped out of order beyond the reorder window, per input topic, and
+    /// what of them is not said yet.
+    out_of_order: [IntCounter; 2],
+    out_of_order_unsaid: Cell<OutOfOrder>,
     outcomes: Outcomes,
     matches: Matches,
     records: Records,
@@ -45,6 +49,11 @@ impl PartitionTelemetry {
                 Received::new(metrics, &input_topics[0]),
                 Received::new(metrics, &input_topics[1]),
             ],
+            out_of_order: [
+                metrics.out_of_order.with_label_values(&[&input_topics[0]]),
+                metrics.out_of_order.with_label_values(&[&input_topics[1]]),
+            ],
+            out_of_order_unsaid: Cell::new(OutOfOrder::default()),
             outcomes: Outcomes::new(metrics),
             matches: Matches::new(metrics),
             records: Records::new(metrics),
@@ -61,6 +70,40 @@ impl PartitionTelemetry {
     /// or, with `None`, fires timers: what it publishes next is counted against it.
     pub fn input_taken(&self, now_ms: i64, timestamp_ms: Option<i64>) {
         self.input.set((now_ms, timestamp_ms));
+    }
+
+    /// A message of input `topic` at `offset` was stamped `behind_ms` before a message its topic
+    /// partition delivered earlier, more than the reorder window (`max_disorder_ms`) reaches.
+    /// Counted each time; said at once the first time, then at most once a minute, with how
+    /// many came since and the furthest behind.
+    pub fn out_of_order(&self, topic: usize, offset: i64, behind_ms: i64, max_disorder_ms: u64) {
+        self.out_of_order[topic.min(1)].inc();
+        let mut unsaid = self.out_of_order_unsaid.get();
+        unsaid.count += 1;
+        unsaid.furthest_ms = unsaid.furthest_ms.max(behind_ms);
+        let now = wall_ms();
+        if unsaid
+            .said_at
+            .is_some_and(|at| now - at < OUT_OF_ORDER_SAID_EVERY_MS)
+        {
+            self.out_of_order_unsaid.set(unsaid);
+            return;
+        }
+        tracing::warn!(
+            partition = self.partition,
+            topic,
+            offset,
+            behind_ms,
+            messages = unsaid.count,
+            furthest_behind_ms = unsaid.furthest_ms,
+            max_disorder_ms,
+            "input out of timestamp order: messages stamped before one this topic partition delivered earlier. Several producers (or producers with skewed clocks) write it, and calls without ids may pair otherwise than they happened: run with --max-disorder at least as wide as furthest_behind_ms (docs/OPERATIONS.md, \"Out-of-order input\")"
+        );
+        self.out_of_order_unsaid.set(OutOfOrder {
+            said_at: Some(now),
+            count: 0,
+            furthest_ms: 0,
+        });
     }
 
     /// A message at an offset already applied (a rewind delivers it again): skipped.
@@ -245,6 +288,17 @@ impl Opened {
 }
 
 /// `toolcalls_input_events_total` of one input topic, by event kind.
+/// How often out-of-order input is said at most, per partition task.
+const OUT_OF_ORDER_SAID_EVERY_MS: i64 = 60_000;
+
+/// Out-of-order input not said yet, and when it was last said (wall clock, ms).
+#[derive(Debug, Default, Clone, Copy)]
+struct OutOfOrder {
+    said_at: Option<i64>,
+    count: u64,
+    furthest_ms: i64,
+}
+
 struct Received {
     announce: IntCounter,
     completion: IntCounter,
