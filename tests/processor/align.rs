@@ -54,15 +54,31 @@ fn missing(a: &BTreeSet<String>, b: &BTreeSet<String>) -> usize {
     a.difference(b).count()
 }
 
-/// The records of the events applied by one correlator in the order given.
+/// The records of the events applied by one correlator in the order given, each topic's
+/// offsets counted in that order.
 fn correlate(s: &toolcalls_processor::config::Settings, events: &[&Event]) -> BTreeSet<String> {
+    let mut next = [0i64; 2];
+    let at: Vec<Position> = events
+        .iter()
+        .map(|e| {
+            let t = usize::from(is_completion(e));
+            next[t] += 1;
+            Position::new(t as u16, next[t] - 1)
+        })
+        .collect();
+    correlate_at(s, events, &at)
+}
+
+/// The records of `events` applied by one correlator in the order given, each at its position.
+fn correlate_at(
+    s: &toolcalls_processor::config::Settings,
+    events: &[&Event],
+    at: &[Position],
+) -> BTreeSet<String> {
     let mut c = Correlator::new(s.core.clone());
     let mut fx = Effects::default();
-    let mut next = [0i64; 2];
-    for e in events {
-        let t = usize::from(is_completion(e));
-        c.apply((*e).clone(), Position::new(t as u16, next[t]), &mut fx);
-        next[t] += 1;
+    for (e, &pos) in events.iter().zip(at) {
+        c.apply((*e).clone(), pos, &mut fx);
     }
     fx.records
         .iter()
@@ -268,4 +284,111 @@ async fn input_stamped_out_of_order_is_said_with_the_window_it_needs() {
     let (_, metrics) = http_get(http, "/metrics").await;
     assert_eq!(count(&metrics, &s.topics.announce), Some(1), "{metrics}");
     assert_eq!(count(&metrics, &s.topics.completion), Some(0), "{metrics}");
+}
+
+/// Two producers write the same partition, one of them 2.5 s behind: its announces reach the
+/// announce topic after the other's newer ones, so that topic is not in timestamp order and the
+/// merge alone would apply its results before their announces. With the reorder window as wide
+/// as that, the processor gives the records of the events in the order they happened, and the
+/// input counts as in order for the window (nothing out of order beyond it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_producers_on_one_partition_pair_as_they_happened_with_the_window() {
+    let mut s = settings("align-two");
+    s.core.max_disorder_ms = 3_000;
+    create_topics(&s, 1).await;
+    let events = repeated_calls(&s.group, 4, 50);
+    let late =
+        |e: &Event| e.session.as_str().ends_with("-s2") || e.session.as_str().ends_with("-s3");
+    let arrival = |e: &Event| e.time.millis() + if late(e) { 2_500 } else { 0 };
+    let (completions, mut announces): (Vec<&Event>, Vec<&Event>) =
+        events.iter().partition(|e| is_completion(e));
+    announces.sort_by_key(|e| arrival(e));
+
+    // The merge of the two topics by timestamp, as the aligner makes it of a backlog, applies
+    // some results before their announces: the records differ from those of the events in order.
+    let merged = {
+        let (mut a, mut c) = (announces.iter().peekable(), completions.iter().peekable());
+        let mut out = Vec::new();
+        loop {
+            let take_announce = match (a.peek(), c.peek()) {
+                (Some(x), Some(y)) => x.time <= y.time,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            out.push(*if take_announce { a.next() } else { c.next() }.unwrap());
+        }
+        out
+    };
+    let mut plain = s.clone();
+    plain.core.max_disorder_ms = 0;
+    // Each event at its offset in the topic it was written to, as the processor numbers them.
+    let offset_of = |e: &Event| {
+        let (t, topic) = if is_completion(e) {
+            (1u16, &completions)
+        } else {
+            (0, &announces)
+        };
+        let i = topic.iter().position(|x| std::ptr::eq(*x, e)).unwrap();
+        Position::new(t, i as i64)
+    };
+    let in_order = correlate_at(
+        &plain,
+        &events.iter().collect::<Vec<_>>(),
+        &events.iter().map(offset_of).collect::<Vec<_>>(),
+    );
+    let by_merge = correlate_at(
+        &plain,
+        &merged,
+        &merged.iter().map(|e| offset_of(e)).collect::<Vec<_>>(),
+    );
+    assert!(
+        missing(&in_order, &by_merge) > 10,
+        "the interleaving changes the records without the window: {} differ",
+        missing(&in_order, &by_merge)
+    );
+
+    let producer = producer();
+    for e in announces.iter().chain(&completions) {
+        let topic = if is_completion(e) {
+            &s.topics.completion
+        } else {
+            &s.topics.announce
+        };
+        let payload = e.encode();
+        let record = rdkafka::producer::BaseRecord::to(topic)
+            .key(e.session.as_str())
+            .payload(&payload)
+            .timestamp(e.time.millis());
+        producer.send(record).expect("enqueue");
+    }
+    rdkafka::producer::Producer::flush(&producer, Duration::from_secs(30)).expect("flush");
+    let running = toolcalls_processor::start(s.clone(), prometheus::Registry::new())
+        .await
+        .expect("start");
+    let records = tokio::task::spawn_blocking({
+        let topic = s.topics.records.clone();
+        move || read_until(&topic, |r| r.len() >= 200)
+    })
+    .await
+    .unwrap();
+    let got: BTreeSet<_> = records.iter().map(|r| summary(&r.json())).collect();
+    assert!(
+        got == in_order,
+        "the records of the events in the order they happened: {} of {} differ, e.g. {:?} instead of {:?}",
+        missing(&in_order, &got),
+        in_order.len(),
+        got.difference(&in_order).next(),
+        in_order.difference(&got).next()
+    );
+    let (_, metrics) = http_get(running.http_addr, "/metrics").await;
+    let series = format!(
+        "toolcalls_input_out_of_order_total{{topic=\"{}\"}} 0",
+        s.topics.announce
+    );
+    assert!(metrics.contains(&series), "within the window: {metrics}");
+    tokio::time::timeout(Duration::from_secs(60), running.stop())
+        .await
+        .expect("shutdown in time")
+        .expect("clean shutdown");
 }
