@@ -86,6 +86,33 @@ fn correlate_at(
         .collect()
 }
 
+/// Starts a processor on `s` and checks that its records are `want`, the records of the events
+/// in the order they happened; returns it running.
+async fn processor_records_are(
+    s: &toolcalls_processor::config::Settings,
+    want: &BTreeSet<String>,
+) -> toolcalls_processor::Running {
+    let running = toolcalls_processor::start(s.clone(), prometheus::Registry::new())
+        .await
+        .expect("start");
+    let records = tokio::task::spawn_blocking({
+        let (topic, n) = (s.topics.records.clone(), want.len());
+        move || read_until(&topic, |r| r.len() >= n)
+    })
+    .await
+    .unwrap();
+    let got: BTreeSet<_> = records.iter().map(|r| summary(&r.json())).collect();
+    assert!(
+        got == *want,
+        "the records of the events in the order they happened: {} of {} differ, e.g. {:?} instead of {:?}",
+        missing(want, &got),
+        want.len(),
+        got.difference(want).next(),
+        want.difference(&got).next()
+    );
+    running
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_two_topics_are_applied_in_timestamp_order() {
     timestamp_order(settings("align")).await;
@@ -121,24 +148,7 @@ async fn timestamp_order(mut s: toolcalls_processor::config::Settings) {
 
     // Written in event order, one millisecond apart.
     produce_events_timed(&s, &events);
-    let running = toolcalls_processor::start(s.clone(), prometheus::Registry::new())
-        .await
-        .expect("start");
-    let records = tokio::task::spawn_blocking({
-        let topic = s.topics.records.clone();
-        move || read_until(&topic, |r| r.len() >= 200)
-    })
-    .await
-    .unwrap();
-    let got: BTreeSet<_> = records.iter().map(|r| summary(&r.json())).collect();
-    assert!(
-        got == in_order,
-        "the records of the events in the order written: {} of {} differ, e.g. {:?} instead of {:?}",
-        missing(&in_order, &got),
-        in_order.len(),
-        got.difference(&in_order).next(),
-        in_order.difference(&got).next()
-    );
+    let running = processor_records_are(&s, &in_order).await;
     tokio::time::timeout(Duration::from_secs(60), running.stop())
         .await
         .expect("shutdown in time")
@@ -363,24 +373,7 @@ async fn two_producers_on_one_partition_pair_as_they_happened_with_the_window() 
         producer.send(record).expect("enqueue");
     }
     rdkafka::producer::Producer::flush(&producer, Duration::from_secs(30)).expect("flush");
-    let running = toolcalls_processor::start(s.clone(), prometheus::Registry::new())
-        .await
-        .expect("start");
-    let records = tokio::task::spawn_blocking({
-        let topic = s.topics.records.clone();
-        move || read_until(&topic, |r| r.len() >= 200)
-    })
-    .await
-    .unwrap();
-    let got: BTreeSet<_> = records.iter().map(|r| summary(&r.json())).collect();
-    assert!(
-        got == in_order,
-        "the records of the events in the order they happened: {} of {} differ, e.g. {:?} instead of {:?}",
-        missing(&in_order, &got),
-        in_order.len(),
-        got.difference(&in_order).next(),
-        in_order.difference(&got).next()
-    );
+    let running = processor_records_are(&s, &in_order).await;
     let (_, metrics) = http_get(running.http_addr, "/metrics").await;
     let series = format!(
         "toolcalls_input_out_of_order_total{{topic=\"{}\"}} 0",
