@@ -624,6 +624,45 @@ fn copies_a_record_does_not_list_are_its_repeats() {
     assert_eq!(audit.stdout.matches("superseded  ").count(), left);
 }
 
+/// A session's file read again while the session goes on (a follower restarted without its
+/// checkpoints), an hour of calls long: the calls closed more than `--dedupe-window` before are
+/// forgotten, and their copies, too old to tell from repeats, are late — not calls that time out
+/// at once (or results left orphaned) under their records' names. One record per call, and the
+/// audit accounts for every copy.
+#[test]
+fn a_session_read_again_after_its_calls_were_forgotten_gives_no_second_record() {
+    let dir = scratch_dir("read-again");
+    let mut lines = Vec::new();
+    for minute in 0..=60 {
+        let id = format!("c{minute}");
+        let at = minute * 60_000;
+        lines.push(event("announce", &id, at, r#","tool":"T","args":{}"#));
+        lines.push(event("completion", &id, at + 1_000, r#","result":"ok""#));
+    }
+    let twice = [lines.clone(), lines].concat();
+    let input = dir.join("events.jsonl");
+    write_lines(&input, &twice);
+    let records = dir.join("records.jsonl");
+    let local = run(&["local", s(&input), "-o", s(&records)]);
+    assert_eq!(local.code, 0, "{}", local.show());
+    let records_read = records_of(&records);
+    assert_eq!(records_read.len(), 61, "{}", local.show());
+    assert!(
+        records_read
+            .iter()
+            .all(|r| r.status.phase == toolcalls_model::Phase::Succeeded),
+        "{}",
+        local.show()
+    );
+    let audit = run(&["audit", s(&input), "--records", s(&records)]);
+    assert_eq!(audit.code, 0, "{}", audit.show());
+    assert!(
+        audit.stdout.contains("122 repeats of a record's event"),
+        "{}",
+        audit.show()
+    );
+}
+
 /// The id of the record on `line`.
 fn record_id(line: &str) -> String {
     let record: ToolCallRecord = serde_json::from_str(line).unwrap();
@@ -1219,32 +1258,43 @@ async fn a_million_events_through_the_processor_audit_in_seconds() {
 #[test]
 fn a_record_lost_under_its_id_or_holding_another_calls_events_is_named() {
     let dir = scratch_dir("superseded-and-mixed");
-    // A repeat of c1's announce after its record went out and c1 was forgotten: a second
-    // record under c1's id.
+    // A repeat of c1's announce after its record went out and c1 was forgotten — here by the
+    // cap on remembered calls, while the repeat is too recent to be taken for one by its age —
+    // makes a second record under c1's id.
     let input = dir.join("events.jsonl");
     let announce = event("announce", "c1", 0, r#","tool":"T","args":{}"#);
-    let turn_end = format!(
-        r#"{{"v":1,"kind":"turn_end","source":"s","session":"x","time":"{}"}}"#,
-        time(11 * 60_000)
-    );
     write_lines(
         &input,
         &[
             announce.clone(),
             event("completion", "c1", 1_000, r#","result":"ok""#),
-            turn_end,
+            event("announce", "c2", 2_000, r#","tool":"T","args":{}"#),
+            event("completion", "c2", 3_000, r#","result":"ok""#),
             announce,
         ],
     );
     let records = dir.join("records.jsonl");
-    let local = run(&["local", s(&input), "-o", s(&records), "-q"]);
+    let local = run(&[
+        "local",
+        s(&input),
+        "-o",
+        s(&records),
+        "-q",
+        "--max-remembered",
+        "1",
+    ]);
     assert_eq!(local.code, 0, "{}", local.show());
     let lines: Vec<String> = std::fs::read_to_string(&records)
         .unwrap()
         .lines()
         .map(str::to_owned)
         .collect();
-    assert_eq!(lines.len(), 2, "the forgotten call's repeat made a record");
+    let c1 = |l: &&String| l.contains(r#""streamId":"c1""#);
+    assert_eq!(
+        lines.iter().filter(c1).count(),
+        2,
+        "the forgotten call's repeat made a record"
+    );
     let audit = run(&["audit", s(&input), "--records", s(&records)]);
     assert_eq!(audit.code, 1, "{}", audit.show());
     assert!(
@@ -1254,7 +1304,9 @@ fn a_record_lost_under_its_id_or_holding_another_calls_events_is_named() {
     );
     // The newest kept: the result "ok" is in no record any more.
     let kept = dir.join("kept.jsonl");
-    write_lines(&kept, &lines[1..]);
+    let first = lines.iter().position(|l| c1(&l)).unwrap();
+    let newest: Vec<String> = [&lines[..first], &lines[first + 1..]].concat();
+    write_lines(&kept, &newest);
     let audit = run(&["audit", s(&input), "--records", s(&kept)]);
     assert_eq!(audit.code, 1, "{}", audit.show());
     let want = format!("superseded  {}:1: announce", input.display());

@@ -16,7 +16,10 @@ pub struct Config {
     /// Announces sharing an idempotency key this close together collapse into one record.
     pub idempotency_window_ms: u64,
     /// Closed call ids are remembered this long, so late repeats count as duplicates instead of
-    /// starting new calls.
+    /// starting new calls; an event that nothing holds, stamped this long before its scope's
+    /// clock, is too old to tell from a copy of a forgotten call and is late. At least
+    /// `call_timeout_ms` (the default: the same), so that no event is taken as late that could
+    /// still be paired.
     pub dedupe_window_ms: u64,
     /// Most pending entries (calls and waiting results) a partition keeps; over it the oldest are
     /// closed as `Evicted` records.
@@ -58,7 +61,7 @@ impl Default for Config {
             turn_grace_ms: 30 * 1000,
             orphan_grace_ms: 5 * 60 * 1000,
             idempotency_window_ms: 10 * 60 * 1000,
-            dedupe_window_ms: 10 * 60 * 1000,
+            dedupe_window_ms: 30 * 60 * 1000,
             max_pending: 100_000,
             max_pending_bytes: 256 << 20,
             max_remembered: 200_000,

@@ -364,3 +364,50 @@ fn copies_past_the_bound_are_counted_not_listed() {
         "the arguments the last copy brought"
     );
 }
+
+/// A session delivered again once its calls are forgotten (`dedupe_window` of its clock after
+/// they closed): a copy of an announce would open a call that times out at once, a copy of a
+/// result an orphan, each under the name of the record the call had. They are late instead,
+/// with an id or without; an event the scope has seen nothing like at that age is late too, and
+/// what is recent still pairs.
+#[test]
+fn copies_of_forgotten_calls_are_late_not_second_records() {
+    let window = config().dedupe_window_ms as i64;
+    let mut h = Harness::new();
+    let old = [
+        ev("s").id("c").at(0).announce("Read", json!({"f": 1})),
+        ev("s").id("c").at(5).done(json!(1)),
+        ev("s").at(10).announce("Grep", json!({"p": 2})),
+        ev("s").at(15).done_tool("Grep", json!(2)),
+    ];
+    for e in old.clone() {
+        h.apply(e);
+    }
+    assert_eq!(h.take().len(), 2);
+    // The session goes on well past the window: its calls are forgotten.
+    let later = 3 * window;
+    h.apply(ev("s").id("d").at(later).announce("Read", json!({"f": 3})));
+    h.apply(ev("s").id("d").at(later + 5).done(json!(3)));
+    assert_eq!(h.take().len(), 1);
+    for e in old {
+        assert_eq!(h.apply(e), Outcome::Late);
+    }
+    let unseen = ev("s")
+        .id("e")
+        .at(later - window - 1)
+        .announce("Read", json!({}));
+    assert_eq!(h.apply(unseen), Outcome::Late);
+    // Within the window of the scope's clock, an event nothing holds opens its call.
+    let recent = ev("s")
+        .id("f")
+        .at(later - window + 10)
+        .announce("Read", json!({}));
+    assert_eq!(h.apply(recent), Outcome::Pending);
+    h.apply(ev("s").id("f").at(later + 10).done(json!(4)));
+    assert_eq!(h.take().len(), 1, "the recent call's own record");
+    h.advance(10 * later);
+    assert!(h.take().is_empty(), "no second record");
+    // Another session has a clock of its own.
+    let other = ev("t").id("c").at(0).announce("Read", json!({"f": 1}));
+    assert_eq!(h.apply(other), Outcome::Pending);
+}

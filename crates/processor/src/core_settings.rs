@@ -25,7 +25,9 @@ pub struct CoreArgs {
     /// Announces sharing an idempotency key this close together collapse into one record
     #[arg(long, env = "TOOLCALLS_IDEMPOTENCY_WINDOW", value_name = "DURATION", default_value_t = Dur::from_millis(Config::default().idempotency_window_ms))]
     pub idempotency_window: Dur,
-    /// How long closed call ids are remembered so late repeats count as duplicates
+    /// How long closed call ids are remembered so late repeats count as duplicates; an event no
+    /// call holds that is stamped this long before its session's latest is taken as such a
+    /// repeat (late). Keep it at least --call-timeout
     #[arg(long, env = "TOOLCALLS_DEDUPE_WINDOW", value_name = "DURATION", default_value_t = Dur::from_millis(Config::default().dedupe_window_ms))]
     pub dedupe_window: Dur,
     /// A session that sent nothing for this long of wall clock goes idle: its deadlines then

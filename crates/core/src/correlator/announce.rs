@@ -117,6 +117,9 @@ impl Correlator {
             }
         }
 
+        if held.is_none() && self.older_than_remembered(ix, time) {
+            return Outcome::Late;
+        }
         let checksum = checksum.unwrap_or_else(|| digest_of(&announce));
         let seq = self.next_seq();
         let (key, has_id, record_id) = self.record_key(ix, env.call_id);

@@ -87,6 +87,9 @@ impl Correlator {
                 None => return Outcome::Late,
             }
         }
+        if self.older_than_remembered(ix, time) {
+            return Outcome::Late;
+        }
         let hints = Hints {
             call_id: env.call_id.as_ref().map(CallId::as_str),
             turn: env.turn.as_ref().map(TurnId::as_str),

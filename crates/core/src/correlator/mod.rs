@@ -20,6 +20,7 @@
 //! - `window.rs`: the held events themselves and their indexes;
 //! - `close.rs`: closing calls and waiting results — turn ends, the state cap;
 //! - `repeats.rs`: the repeat keys of events without an id, which find their copies;
+//! - `forgotten.rs`: events too old for their scope to tell from a copy of a forgotten call;
 //! - `rules.rs`: the matching rules — how a result finds its call and a new call its waiting
 //!   result — and the confidence of each link;
 //! - `entries.rs`: every entry by sequence number;
@@ -42,6 +43,7 @@ mod disorder;
 mod entries;
 mod facts;
 mod footprint;
+mod forgotten;
 mod hasher;
 mod indexes;
 mod merge;

@@ -95,6 +95,9 @@ impl Correlator {
             }
         }
 
+        if self.older_than_remembered(ix, env.time) {
+            return Outcome::Late;
+        }
         let hintless = env.call_id.is_none() && checksum.is_none() && completion.tool.is_none();
         let hints = Hints {
             call_id: env.call_id.as_ref().map(CallId::as_str),
