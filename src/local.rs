@@ -69,7 +69,8 @@ struct Opts {
     /// refused
     #[arg(long, short = 'o', env = "TOOLCALLS_OUT", value_name = "FILE")]
     out: Option<PathBuf>,
-    /// Stop at the first bad line (exit code 2) instead of reporting it and going on
+    /// Stop at the first bad line, or the first event the correlator refuses (exit code 2),
+    /// instead of reporting it and going on
     #[arg(long, env = "TOOLCALLS_STRICT")]
     strict: bool,
     /// How calls still pending at the end of the input are closed

@@ -11,7 +11,7 @@ use toolcalls_settings::Dur;
 pub struct Opts {
     /// Keep reading: tail the files (and directories, and quoted globs such as
     /// `'~/.codex/sessions/**/rollout-*.jsonl'`) as agents write them, pick up new files, and
-    /// publish only what is new; runs until stopped (see docs/OPERATIONS.md, "Following")
+    /// publish only what is new; runs until stopped (see docs/OPERATIONS.md, "Following and checkpoints")
     // The id names the config key (`[follow] enabled`): a group and an option may not share a name.
     #[arg(id = "enabled", long = "follow", env = "TOOLCALLS_FOLLOW")]
     pub follow: bool,
