@@ -44,6 +44,12 @@ pub struct Checkpoint {
     pub mtime_ns: i64,
     /// The format it was read as.
     pub format: Option<String>,
+    /// The path its events were first read under. A format without sessions of its own takes a
+    /// file's session from the file's name (docs/ADAPTERS.md): a renamed file is read under this
+    /// name, so that its events keep their session and what was delivered is not sent again
+    /// under another. Absent from checkpoints written before it was kept: then `path`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub named: Option<String>,
     /// Events the last parse gave (for people reading the checkpoint).
     pub events: u64,
     /// Every event delivered and acknowledged, as [`Delivered`] keeps them: in the digest log

@@ -79,7 +79,7 @@ pub fn run(settings: Settings, outlet: Outlet) -> anyhow::Result<()> {
     let store = match &settings.checkpoint_dir {
         Some(dir) => Some(Store::open(dir)?),
         None => {
-            tracing::warn!("no --checkpoint-dir: a restart will send every file again (the processor drops the repeats)");
+            tracing::warn!("no --checkpoint-dir: a restart will send every file again; the processor drops the copies of calls it still remembers (a session's last --dedupe-window, and anything older while it goes on), not of sessions it has let go of: keep checkpoints with --checkpoint-dir");
             None
         }
     };
@@ -513,15 +513,21 @@ impl Follower {
         {
             tracing::info!(file = %name, "rewritten or truncated; reading it again from its start, what was delivered is not sent again");
         }
+        // The name it was first read under, which a renamed file keeps (`Checkpoint::named`);
+        // another file at this path is read under the path.
+        let named = match &t.cp.named {
+            Some(first) if t.cp.ino == 0 || same_file => first.clone(),
+            _ => name.clone(),
+        };
         let read = |bytes: &[u8]| {
             // A line format is read through a stream kept for the next change, which then reads
             // only what was appended; a document is parsed whole at every change.
             let mut stream = (!complete::is_document(format, bytes))
-                .then(|| Stream::new(format, &name, &self.s.options))
+                .then(|| Stream::new(format, &named, &self.s.options))
                 .flatten();
             let parsed = match stream.as_mut() {
                 Some(s) => s.push(bytes),
-                None => parse(format, &name, bytes, &self.s.options),
+                None => parse(format, &named, bytes, &self.s.options),
             };
             (stream, parsed)
         };
@@ -566,6 +572,7 @@ impl Follower {
             size: stat.size,
             mtime_ns: stat.mtime_ns,
             format: Some(format.name().to_owned()),
+            named: Some(named),
             events: parsed.events.len() as u64,
             delivered: std::mem::take(&mut t.cp.delivered),
             ..Checkpoint::default()
@@ -773,7 +780,7 @@ fn deliver(
     s: &Settings,
     metrics: &FollowMetrics,
 ) -> anyhow::Result<Vec<u64>> {
-    vet(t, parsed, s, metrics)?;
+    vet((t, name), parsed, s, metrics)?;
     let fresh = send_undelivered(out, (t, name), &parsed.events, s, metrics)?;
     let format = t.format.expect("a file is read once its format is known");
     confirm(out, metrics, format, &fresh, (t, name), s.strict)?;
@@ -819,13 +826,18 @@ fn redacted(rules: &Redaction, event: &Event) -> Option<(Event, Vec<u8>)> {
 /// Says and counts each bad line once (through the redaction's patterns: the message may quote
 /// the line), with `--strict` the first one stopping the follower.
 fn vet(
-    t: &mut Tracked,
+    (t, name): (&mut Tracked, &str),
     parsed: &Parsed,
     s: &Settings,
     metrics: &FollowMetrics,
 ) -> anyhow::Result<()> {
     let format = t.format.map_or("?", Format::name);
     for e in &parsed.errors {
+        // Read under the name it was first read under, said under the one it has now.
+        let e = toolcalls_adapters::LineError {
+            file: name.to_owned(),
+            ..e.clone()
+        };
         let said = s.redaction.in_text(&e.to_string()).into_owned();
         if t.said.insert(said.clone()) {
             metrics.bad_lines.with_label_values(&[format]).inc();

@@ -2,6 +2,7 @@
 //! restarted on.
 
 use super::*;
+use std::io::Write as _;
 
 /// A follower of `file` writing to nowhere, its checkpoints in `dir`.
 fn follower(file: &Path, dir: &Path) -> Follower {
@@ -538,5 +539,65 @@ fn a_lost_digest_log_of_a_file_read_short_of_its_fingerprint_sends_nothing_again
         all,
         read_whole("s.jsonl", whole.as_bytes()),
         "each event once"
+    );
+}
+
+/// `codex exec --json` lines of one command run `n`.
+fn exec_run(n: usize) -> String {
+    format!(
+        concat!(
+            r#"{{"type":"thread.started","thread_id":"t{n}"}}"#,
+            "\n",
+            r#"{{"type":"turn.started"}}"#,
+            "\n",
+            r#"{{"type":"item.started","item":{{"id":"item_1","type":"command_execution","command":"ls {n}","aggregated_output":"","status":"in_progress"}}}}"#,
+            "\n",
+            r#"{{"type":"item.completed","item":{{"id":"item_1","type":"command_execution","command":"ls {n}","aggregated_output":"a\n","exit_code":0,"status":"completed"}}}}"#,
+            "\n",
+            r#"{{"type":"turn.completed","usage":{{"input_tokens":1,"cached_input_tokens":0,"output_tokens":1}}}}"#,
+            "\n"
+        ),
+        n = n
+    )
+}
+
+/// A format without sessions of its own (`codex exec --json`) takes a file's session from its
+/// name: a followed file renamed while the follower was stopped, and grown, is read under the
+/// name it was first read under. What was delivered is not sent again under another session,
+/// and what is new joins its session.
+#[test]
+fn a_renamed_file_keeps_the_session_its_name_gave_it() {
+    let root = tempfile::tempdir().unwrap();
+    let cps = tempfile::tempdir().unwrap();
+    let first = root.path().join("run-a.jsonl");
+    std::fs::write(&first, exec_run(1)).unwrap();
+    let (mut f, written) = started(root.path(), cps.path());
+    f.s.format = Some(Format::CodexExec);
+    poll(&mut f);
+    drop(f);
+    let before = events(&written);
+    assert!(!before.is_empty());
+
+    let renamed = root.path().join("run-b.jsonl");
+    std::fs::rename(&first, &renamed).unwrap();
+    let whole = exec_run(1) + &exec_run(2);
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&renamed)
+        .unwrap()
+        .write_all(exec_run(2).as_bytes())
+        .unwrap();
+    let (mut f, written) = started(root.path(), cps.path());
+    f.s.format = Some(Format::CodexExec);
+    poll(&mut f);
+    let after = events(&written);
+    let all: Vec<String> = before.iter().chain(&after).cloned().collect();
+    // Every event once, as a read of the whole file under its first name gives them.
+    let expected = read_whole("run-a.jsonl", whole.as_bytes());
+    assert_eq!(all.len(), expected.len(), "sent: {all:#?}");
+    assert_eq!(all, expected);
+    assert!(
+        after.iter().all(|e| e.contains(r#""session":"run-a""#)),
+        "{after:#?}"
     );
 }
