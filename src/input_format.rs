@@ -48,7 +48,7 @@ pub fn of(forced: Option<Format>, name: &str, bytes: &[u8]) -> anyhow::Result<Op
     if bom::strip(bytes).iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
-    let Some(format) = Format::detect(name, &bytes[..bytes.len().min(1 << 16)]) else {
+    let Some(format) = Format::detect_file(name, bytes) else {
         if holds_v1_events(bytes) {
             bail!("{name} holds v1 events, not a native format: `local` and `audit` read v1 files without --format (v1 is their default), so give v1 and native files in separate runs; `ingest` takes native files only");
         }
@@ -72,7 +72,7 @@ pub fn read(
     };
     let parsed = toolcalls_adapters::parse(format, name, bytes, opts);
     if forced.is_some() && parsed.events.is_empty() {
-        let told = Format::detect(name, &bytes[..bytes.len().min(1 << 16)]);
+        let told = Format::detect_file(name, bytes);
         if let Some(told) = told.filter(|&told| told != format) {
             say!(
                 "{name}: no events read as {} (--format); its start reads as {}: give --format {} or auto",

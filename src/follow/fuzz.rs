@@ -266,8 +266,8 @@ fn no_file_written_in_pieces_panics_the_follower_and_it_delivers_what_a_whole_re
             } else {
                 support::mutate(rng, &bytes, &raw, &odd)
             };
-            let format = Format::detect(&name, &mutated[..mutated.len().min(1 << 16)])
-                .unwrap_or_else(|| *rng.pick(&Format::ALL));
+            let format =
+                Format::detect_file(&name, &mutated).unwrap_or_else(|| *rng.pick(&Format::ALL));
             *chosen.borrow_mut() = (name, format);
             mutated
         },

@@ -488,7 +488,7 @@ impl Follower {
             .s
             .format
             .or(t.format)
-            .or_else(|| Format::detect(&name, &bytes[..bytes.len().min(1 << 16)]))
+            .or_else(|| Format::detect_file(&name, &bytes))
         else {
             if !bytes.is_empty() && t.said.insert("format".into()) {
                 tracing::warn!(file = %name, "cannot tell the format of the file yet; skipped until it can be told (or name it with --format, see docs/ADAPTERS.md)");

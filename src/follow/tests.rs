@@ -601,3 +601,26 @@ fn a_renamed_file_keeps_the_session_its_name_gave_it() {
         "{after:#?}"
     );
 }
+
+/// A transcript whose first line is longer than the 64 KiB detection reads at least (a first
+/// prompt with a large paste) is told once that line is complete, and followed.
+#[test]
+fn a_transcript_with_a_long_first_line_is_followed_once_the_line_is_complete() {
+    let root = tempfile::tempdir().unwrap();
+    let checkpoints = tempfile::tempdir().unwrap();
+    let file = root.path().join("s.jsonl");
+    let paste = "x".repeat(100_000);
+    let first = format!(
+        r#"{{"type":"user","sessionId":"s","uuid":"u0","timestamp":"2025-01-01T00:00:00Z","message":{{"role":"user","content":"{paste}"}}}}"#
+    );
+    let whole = format!("{first}\n{}", transcript());
+    let (mut f, written) = follower_of_dir(root.path(), checkpoints.path());
+    std::fs::write(&file, &whole.as_bytes()[..80_000]).unwrap();
+    poll(&mut f);
+    assert!(events(&written).is_empty(), "nothing to tell yet");
+    std::fs::write(&file, &whole).unwrap();
+    poll(&mut f);
+    let expected = read_whole("s.jsonl", whole.as_bytes());
+    assert!(!expected.is_empty());
+    assert_wrote(&written, &expected, "the whole transcript, once told");
+}

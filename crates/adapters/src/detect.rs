@@ -17,7 +17,34 @@ impl Format {
     pub fn detect(path: &str, first_bytes: &[u8]) -> Option<Format> {
         detect(path, toolcalls_model::bom::strip(first_bytes))
     }
+
+    /// The format of file `path` from what it holds (all of it, or as much as is written):
+    /// [`Format::detect`] of its first 64 KiB or, when its first line goes on past them (a first
+    /// prompt with a large paste, instructions quoted whole in a session's first record), of
+    /// everything up to that line's end — cut off, the line would parse as no format at all.
+    pub fn detect_file(path: &str, bytes: &[u8]) -> Option<Format> {
+        Format::detect(path, detection_window(bytes))
+    }
 }
+
+/// How much of a file detection reads: its first [`DETECTION_WINDOW`] bytes, or up to the end
+/// of its first line with anything on it when that line is longer (all of it when that line has
+/// no end yet, as in a file being written).
+fn detection_window(bytes: &[u8]) -> &[u8] {
+    let head = &bytes[..bytes.len().min(DETECTION_WINDOW)];
+    let Some(start) = bytes.iter().position(|b| !b.is_ascii_whitespace()) else {
+        return head;
+    };
+    match bytes[start..].iter().position(|&b| b == b'\n') {
+        Some(end) if start + end < head.len() => head,
+        Some(end) => &bytes[..start + end + 1],
+        None => bytes,
+    }
+}
+
+/// The bytes of a file [`Format::detect_file`] reads at least: enough for any first line but a
+/// long one, and for the keys near the start of a document.
+const DETECTION_WINDOW: usize = 1 << 16;
 
 fn detect(path: &str, first: &[u8]) -> Option<Format> {
     let name = path.rsplit(['/', '\\']).next().unwrap_or(path);
@@ -163,6 +190,38 @@ fn document_prefix(first: &[u8]) -> Option<Format> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A first line longer than the 64 KiB detection reads at least is read to its end: cut off,
+    /// it would parse as nothing.
+    #[test]
+    fn a_first_line_longer_than_the_window_is_read_whole() {
+        let paste = "x".repeat(100_000);
+        let first = format!(
+            r#"{{"type":"user","sessionId":"s","uuid":"u","timestamp":"2025-01-01T00:00:00Z","message":{{"role":"user","content":"{paste}"}}}}"#
+        );
+        let file = format!("{first}\n{first}\n");
+        assert_eq!(Format::detect("t.jsonl", &file.as_bytes()[..1 << 16]), None);
+        assert_eq!(
+            Format::detect_file("t.jsonl", file.as_bytes()),
+            Some(Format::ClaudeCode)
+        );
+        // Still being written: everything there is, which tells nothing yet.
+        assert_eq!(
+            Format::detect_file("t.jsonl", &first.as_bytes()[..80_000]),
+            None
+        );
+        assert_eq!(
+            Format::detect_file("t.jsonl", first.as_bytes()),
+            Some(Format::ClaudeCode)
+        );
+        // Short first lines: the window.
+        let short = "{\"type\":\"thread.started\",\"thread_id\":\"t\"}\n".repeat(10_000);
+        assert_eq!(detection_window(short.as_bytes()).len(), 1 << 16);
+        assert_eq!(
+            Format::detect_file("e.jsonl", short.as_bytes()),
+            Some(Format::CodexExec)
+        );
+    }
 
     #[test]
     fn detects_line_formats_from_the_first_line() {
