@@ -484,12 +484,21 @@ impl Follower {
             }
             return Ok(());
         }
-        let Some(format) = self
+        // --format first; then what the file's start tells, over the format its checkpoint
+        // remembers (which an earlier --format may have forced on it); then that one, for a file
+        // whose start fits several.
+        let told = self
             .s
             .format
-            .or(t.format)
-            .or_else(|| Format::detect_file(&name, &bytes))
-        else {
+            .is_none()
+            .then(|| Format::detect_file(&name, &bytes))
+            .flatten();
+        if let (Some(told), Some(was)) = (told, t.format) {
+            if told != was {
+                tracing::warn!(file = %name, format = told.name(), checkpoint = was.name(), "read in the format its start tells, not in the one its checkpoint remembers (an earlier --format?)");
+            }
+        }
+        let Some(format) = self.s.format.or(told).or(t.format) else {
             if !bytes.is_empty() && t.said.insert("format".into()) {
                 tracing::warn!(file = %name, "cannot tell the format of the file yet; skipped until it can be told (or name it with --format, see docs/ADAPTERS.md)");
             }
@@ -548,6 +557,13 @@ impl Follower {
             }
         }
         let (stream, parsed) = read(&bytes[..ready]);
+        if let (Some(forced), true) = (self.s.format, parsed.events.is_empty()) {
+            // A format that reads every row as none of its own: said, as `ingest` says it.
+            let told = Format::detect_file(&name, &bytes).filter(|&f| f != forced);
+            if let Some(told) = told.filter(|_| t.said.insert("no events".into())) {
+                tracing::warn!(file = %name, format = forced.name(), told = told.name(), "no events read in the format --format names; its start reads as another: give --format {} or leave it out", told.name());
+            }
+        }
         t.stream = stream;
         t.held.clear();
         let fresh = deliver(&mut self.out, (t, &name), &parsed, &self.s, &self.metrics)?;

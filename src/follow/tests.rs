@@ -624,3 +624,28 @@ fn a_transcript_with_a_long_first_line_is_followed_once_the_line_is_complete() {
     assert!(!expected.is_empty());
     assert_wrote(&written, &expected, "the whole transcript, once told");
 }
+
+/// A file followed once with a --format that reads none of it, then without: it is read in the
+/// format its start tells, not in the one its checkpoint remembers from the first run.
+#[test]
+fn a_format_forced_once_does_not_stay_with_the_file() {
+    let root = tempfile::tempdir().unwrap();
+    let cps = tempfile::tempdir().unwrap();
+    let file = root.path().join("s.jsonl");
+    std::fs::write(&file, transcript()).unwrap();
+    let (mut f, written) = started(root.path(), cps.path());
+    f.s.format = Some(Format::Codex);
+    poll(&mut f);
+    drop(f);
+    assert!(events(&written).is_empty(), "none of it reads as codex");
+
+    let more = transcript() + &transcript().replace("toolu_", "toolu_x");
+    std::fs::write(&file, &more).unwrap();
+    let (mut f, written) = started(root.path(), cps.path());
+    poll(&mut f);
+    assert_wrote(
+        &written,
+        &read_whole("s.jsonl", more.as_bytes()),
+        "read as its start tells",
+    );
+}
