@@ -122,6 +122,15 @@ pub fn run(settings: Settings, outlet: Outlet) -> anyhow::Result<()> {
         checkpoints = f.saved.len(),
         "following"
     );
+    // A path mistyped would otherwise be followed in silence for ever.
+    for target in &f.targets {
+        if scan::files(std::slice::from_ref(target), &f.own_dirs)
+            .files
+            .is_empty()
+        {
+            tracing::warn!(path = %target, "nothing to follow there yet (no such file, or no file the pattern matches): followed once something is made there");
+        }
+    }
     while !stop.load(Ordering::Relaxed) {
         let start = Instant::now();
         f.poll(&stop)?;

@@ -19,13 +19,26 @@ pub enum Target {
     Glob { base: PathBuf, parts: Vec<String> },
 }
 
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::File(p) | Target::Dir(p) => write!(f, "{}", p.display()),
+            Target::Glob { base, parts } => {
+                write!(f, "{}", base.join(parts.join("/")).display())
+            }
+        }
+    }
+}
+
 /// Extensions of the files a directory is searched for.
 const EXTENSIONS: [&str; 3] = ["jsonl", "json", "ndjson"];
 
 impl Target {
+    /// What `arg` names: a path that exists is that path, even when its name holds `*`, `?` or
+    /// `[` (a directory called `proj[1]`); otherwise such characters make it a glob.
     pub fn of(arg: &Path) -> Target {
         let text = arg.to_string_lossy();
-        if text.contains(['*', '?', '[']) {
+        if text.contains(['*', '?', '[']) && !arg.exists() {
             let mut base = PathBuf::new();
             let mut parts = Vec::new();
             for c in arg.components() {
@@ -73,7 +86,7 @@ pub fn files(targets: &[Target], skip: &[(u64, u64)]) -> Found {
     for t in targets {
         match t {
             Target::File(p) => match std::fs::metadata(p) {
-                Ok(m) if m.is_dir() => walk(p, &mut transcript_like, &mut found),
+                Ok(m) if m.is_dir() => walk(p, &mut |_| true, &mut transcript_like, &mut found),
                 Ok(m) if m.is_file() => found.files.push(p.clone()),
                 // Named on its own, so said: what is read from a FIFO or a device once is gone,
                 // and cannot be read again from its start as following needs.
@@ -86,21 +99,25 @@ pub fn files(targets: &[Target], skip: &[(u64, u64)]) -> Found {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => found.unreadable.push((p.clone(), e)),
             },
-            Target::Dir(d) => walk(d, &mut transcript_like, &mut found),
-            Target::Glob { base, parts } => walk(
-                base,
-                &mut |p| {
-                    let Ok(rest) = p.strip_prefix(base) else {
-                        return false;
-                    };
-                    let names: Vec<String> = rest
-                        .components()
-                        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                        .collect();
-                    matches_path(parts, &names)
-                },
-                &mut found,
-            ),
+            Target::Dir(d) => walk(d, &mut |_| true, &mut transcript_like, &mut found),
+            Target::Glob { base, parts } => {
+                let names = |p: &Path| -> Option<Vec<String>> {
+                    let rest = p.strip_prefix(base).ok()?;
+                    Some(
+                        rest.components()
+                            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                            .collect(),
+                    )
+                };
+                walk(
+                    base,
+                    // Only the directories a match can lie under: `/usr/x-*.jsonl` looks in
+                    // /usr, not through all of it, at every poll.
+                    &mut |d| names(d).is_some_and(|n| may_hold_a_match(parts, &n)),
+                    &mut |p| names(p).is_some_and(|n| matches_path(parts, &n)),
+                    &mut found,
+                )
+            }
         }
     }
     found.files.sort();
@@ -121,9 +138,14 @@ fn transcript_like(p: &Path) -> bool {
 }
 
 /// Every regular file under `dir` that `keep` accepts, through symbolic links to files and to
-/// directories (a directory reached twice is searched once). A directory that cannot be read is
-/// noted in `found`, and searched again at the next look.
-fn walk(dir: &Path, keep: &mut dyn FnMut(&Path) -> bool, found: &mut Found) {
+/// the directories `descend` accepts (a directory reached twice is searched once). A directory
+/// that cannot be read is noted in `found`, and searched again at the next look.
+fn walk(
+    dir: &Path,
+    descend: &mut dyn FnMut(&Path) -> bool,
+    keep: &mut dyn FnMut(&Path) -> bool,
+    found: &mut Found,
+) {
     match std::fs::metadata(dir) {
         Ok(m) => {
             if !found.searched.insert((m.dev(), m.ino())) {
@@ -164,7 +186,9 @@ fn walk(dir: &Path, keep: &mut dyn FnMut(&Path) -> bool, found: &mut Found) {
             kind
         };
         if kind.is_dir() {
-            walk(&path, keep, found);
+            if descend(&path) {
+                walk(&path, descend, keep, found);
+            }
         } else if kind.is_file() && keep(&path) {
             found.files.push(path);
         }
@@ -183,6 +207,20 @@ fn matches_path(parts: &[String], names: &[String]) -> bool {
             Some((n, more)) => matches_name(p.as_bytes(), n.as_bytes()) && matches_path(rest, more),
             None => false,
         },
+    }
+}
+
+/// Whether a directory at path components `names` (under the glob's base) may hold a file that
+/// matches the pattern components `parts`: its path is a match of their start, with a component
+/// left for what is in it (or a `**`).
+fn may_hold_a_match(parts: &[String], names: &[String]) -> bool {
+    match (parts.split_first(), names.split_first()) {
+        (None, _) => false,
+        (Some((p, _)), _) if p == "**" => true,
+        (Some(_), None) => true,
+        (Some((p, rest)), Some((n, more))) => {
+            matches_name(p.as_bytes(), n.as_bytes()) && may_hold_a_match(rest, more)
+        }
     }
 }
 
@@ -321,5 +359,60 @@ mod tests {
             .contains("not a regular file"));
         let found = files(&[Target::Dir(dir.path().to_owned())], &[]);
         assert!(found.files.is_empty() && found.unreadable.is_empty());
+    }
+
+    fn dir_id(p: &Path) -> (u64, u64) {
+        let m = std::fs::metadata(p).unwrap();
+        (m.dev(), m.ino())
+    }
+
+    /// A glob looks only in the directories a match can lie under: `*/x.jsonl` searches the
+    /// base's directories, not what is below them; `**` searches everything.
+    #[test]
+    fn a_glob_searches_only_where_a_match_can_lie() {
+        let root = tempfile::tempdir().unwrap();
+        let base = root.path();
+        for d in ["a", "b/deep/er"] {
+            std::fs::create_dir_all(base.join(d)).unwrap();
+        }
+        std::fs::write(base.join("a/x.jsonl"), "").unwrap();
+        std::fs::write(base.join("b/deep/er/x.jsonl"), "").unwrap();
+        let glob = Target::of(&base.join("*/x.jsonl"));
+        let found = files(std::slice::from_ref(&glob), &[]);
+        assert_eq!(found.files, [base.join("a/x.jsonl")]);
+        assert!(found.searched.contains(&dir_id(&base.join("b"))));
+        assert!(
+            !found.searched.contains(&dir_id(&base.join("b/deep"))),
+            "pruned"
+        );
+
+        let any = Target::of(&base.join("**/x.jsonl"));
+        let found = files(std::slice::from_ref(&any), &[]);
+        assert_eq!(
+            found.files,
+            [base.join("a/x.jsonl"), base.join("b/deep/er/x.jsonl")]
+        );
+        assert!(found.searched.contains(&dir_id(&base.join("b/deep/er"))));
+    }
+
+    /// A path that exists is that path, whatever characters its name holds; one that does not
+    /// is a glob.
+    #[test]
+    fn a_path_that_exists_is_no_glob() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("proj[1]");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("a.jsonl"), "").unwrap();
+        assert_eq!(Target::of(&dir), Target::Dir(dir.clone()));
+        assert_eq!(
+            Target::of(&dir.join("a.jsonl")),
+            Target::File(dir.join("a.jsonl"))
+        );
+        let found = files(&[Target::of(&dir)], &[]);
+        assert_eq!(found.files, [dir.join("a.jsonl")]);
+        assert!(matches!(
+            Target::of(&root.path().join("proj[2]/a.jsonl")),
+            Target::Glob { .. }
+        ));
     }
 }
