@@ -4,6 +4,10 @@
 #[path = "support/scratch.rs"]
 mod scratch;
 
+#[path = "support/scrape.rs"]
+mod scrape;
+
+use scrape::{metrics_addr, scrape, value};
 use scratch::Scratch;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -38,23 +42,6 @@ fn toolcalls() -> Command {
         }
     }
     c
-}
-
-/// The follower's metrics at `addr` (host:port), as Prometheus would scrape them.
-fn scrape(addr: &str) -> String {
-    let out = Command::new("curl")
-        .args(["-sS", "--max-time", "5"])
-        .arg(format!("http://{addr}/metrics"))
-        .output()
-        .expect("curl is installed");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The value of the first line of the exposition `text` that starts with `series`.
-fn value(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find(|l| l.starts_with(series))
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
 }
 
 /// `ingest --follow --once` into `out`; the number of events it wrote.
@@ -153,21 +140,8 @@ fn the_follower_serves_its_metrics() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut log = BufReader::new(child.stderr.take().unwrap());
+    let addr = metrics_addr(&mut child);
     let deadline = Instant::now() + Duration::from_secs(60);
-    let mut addr = None;
-    let mut line = String::new();
-    while addr.is_none() && Instant::now() < deadline {
-        line.clear();
-        if log.read_line(&mut line).unwrap() == 0 {
-            break;
-        }
-        if let Some(i) = line.find("bound=") {
-            addr = line[i + 6..].split_whitespace().next().map(str::to_owned);
-        }
-    }
-    let addr = addr.expect("the follower says where its metrics are");
-    std::thread::spawn(move || for _ in log.lines() {});
     let behind = format!(
         "toolcalls_producer_file_bytes_behind{{file=\"{}\"}}",
         file.display()

@@ -4,7 +4,10 @@
 use prometheus::{
     Encoder, Gauge, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
+use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 #[derive(Clone)]
 pub struct FollowMetrics {
@@ -24,7 +27,11 @@ pub struct FollowMetrics {
     /// Deliveries that failed (the follower then stops; a restart resumes from the checkpoints).
     pub send_errors: IntCounter,
     /// Bytes of each followed file not yet delivered.
-    pub behind: IntGaugeVec,
+    behind: IntGaugeVec,
+    /// How far each followed file is delivered (its checkpoint's position), by its `file`
+    /// label: a scrape measures the file again, so that the bytes behind are those of now also
+    /// while a delivery waits on the brokers (when the follower itself looks at nothing).
+    delivered_to: Arc<Mutex<HashMap<String, (PathBuf, u64)>>>,
     /// Paths that cannot be read now: directories that cannot be searched, files whose last read
     /// failed, named files that cannot be looked up.
     pub unreadable: IntGauge,
@@ -114,8 +121,40 @@ impl FollowMetrics {
             bad_lines,
             send_errors,
             behind,
+            delivered_to: Arc::default(),
             unreadable,
             checkpoint_time,
+        }
+    }
+
+    /// File `path`, `size` bytes long, is delivered up to `position`.
+    pub fn delivered_to(&self, path: &Path, position: u64, size: u64) {
+        let label = path.display().to_string();
+        self.behind
+            .with_label_values(&[&label])
+            .set(i64::try_from(size.saturating_sub(position)).unwrap_or(i64::MAX));
+        let mut files = self.delivered_to.lock().unwrap_or_else(|e| e.into_inner());
+        files.insert(label, (path.to_owned(), position));
+    }
+
+    /// File `path` is followed no more: its series goes.
+    pub fn forget_file(&self, path: &Path) {
+        let label = path.display().to_string();
+        let _ = self.behind.remove_label_values(&[&label]);
+        let mut files = self.delivered_to.lock().unwrap_or_else(|e| e.into_inner());
+        files.remove(&label);
+    }
+
+    /// The bytes behind of every followed file, from its size now.
+    fn measure_behind(&self) {
+        let files = self.delivered_to.lock().unwrap_or_else(|e| e.into_inner());
+        for (label, (path, position)) in files.iter() {
+            if let Ok(m) = std::fs::metadata(path) {
+                let behind = m.len().saturating_sub(*position);
+                self.behind
+                    .with_label_values(&[label])
+                    .set(i64::try_from(behind).unwrap_or(i64::MAX));
+            }
         }
     }
 
@@ -133,6 +172,7 @@ impl FollowMetrics {
 
     /// The text exposition of every metric.
     pub fn render(&self) -> Vec<u8> {
+        self.measure_behind();
         let mut out = Vec::new();
         let _ = prometheus::TextEncoder::new().encode(&self.registry.gather(), &mut out);
         out

@@ -243,7 +243,7 @@ impl Follower {
         self.let_go_of_the_gone(&now);
         for (path, stat) in &now {
             if let Some(t) = self.files.get(path) {
-                self.note_behind(path, stat.size.saturating_sub(t.cp.position));
+                self.metrics.delivered_to(path, t.cp.position, stat.size);
             }
         }
         for (path, stat) in &now {
@@ -255,7 +255,7 @@ impl Follower {
                 return Err(e);
             }
             if let Some(t) = self.files.get(path) {
-                self.note_behind(path, stat.size.saturating_sub(t.cp.position));
+                self.metrics.delivered_to(path, t.cp.position, stat.size);
             }
         }
         forget_idle(&mut self.files, Instant::now(), self.store.is_some());
@@ -315,10 +315,7 @@ impl Follower {
             .collect();
         for path in gone {
             let t = self.files.remove(&path).expect("listed above");
-            let _ = self
-                .metrics
-                .behind
-                .remove_label_values(&[&path.display().to_string()]);
+            self.metrics.forget_file(&path);
             let mut cp = t.cp;
             if cp.ino != 0 || cp.delivered.total() > 0 {
                 if self.store.is_some() {
@@ -348,13 +345,6 @@ impl Follower {
             tracing::info!(path = %path.display(), "a followed path can be read again");
         }
         self.unreadable = still;
-    }
-
-    fn note_behind(&self, path: &Path, bytes: u64) {
-        self.metrics
-            .behind
-            .with_label_values(&[&path.display().to_string()])
-            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 
     /// A file now under a path it was not followed under, while the path it was followed under
@@ -429,6 +419,8 @@ impl Follower {
                     ..Checkpoint::default()
                 },
             };
+            // Measured from now on, also while its first delivery waits on the brokers.
+            self.metrics.delivered_to(path, cp.position, stat.size);
             let t = Tracked {
                 format: cp.format.as_deref().and_then(|f| f.parse().ok()),
                 cp,
@@ -779,6 +771,8 @@ fn send(
     match out.send(event, payload) {
         Ok(()) => Ok(true),
         Err(e) if crate::left_out::is_too_large(&e) => {
+            // Read, and left out: counted among the events read, as one the brokers refuse is.
+            metrics.read.with_label_values(&[format]).inc();
             metrics
                 .left_out
                 .with_label_values(&[format, crate::left_out::TOO_LARGE])
