@@ -51,6 +51,7 @@ async fn bytes_behind_grow_while_a_delivery_waits_on_the_brokers() {
         .spawn()
         .unwrap();
     let addr = metrics_addr(&mut child);
+    let _follower = KilledOnDrop(child);
     let deadline = Instant::now() + Duration::from_secs(60);
     let behind = format!(
         "toolcalls_producer_file_bytes_behind{{file=\"{}\"}}",
@@ -103,6 +104,14 @@ async fn bytes_behind_grow_while_a_delivery_waits_on_the_brokers() {
     wait("all delivered", &|t| {
         value(t, sent) == Some(3.0) && value(t, &behind) == Some(0.0)
     });
-    let _ = child.kill();
-    let _ = child.wait();
+}
+
+/// A child process killed when the test ends, passed or failed.
+struct KilledOnDrop(std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
