@@ -75,7 +75,6 @@ fn follower(root: &Path, format: Format, checkpoints: Option<&Path>, sink: &Sink
         files: HashMap::new(),
         unreadable: HashMap::new(),
         out: Outlet::Lines(Box::new(sink.clone())),
-        own_output: None,
         own_dirs: Vec::new(),
         aliases: HashSet::new(),
         metrics: FollowMetrics::new(),

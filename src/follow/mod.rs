@@ -111,7 +111,6 @@ pub fn run(settings: Settings, outlet: Outlet) -> anyhow::Result<()> {
         saved: saved.into_iter().map(|cp| (cp.path.clone(), cp)).collect(),
         files: HashMap::new(),
         unreadable: HashMap::new(),
-        own_output: outlet.file_identity(),
         own_dirs,
         out: outlet,
         aliases: HashSet::new(),
@@ -219,9 +218,8 @@ struct Follower {
     files: HashMap<PathBuf, Tracked>,
     /// Paths the last scan could not look at, with the reason said for each.
     unreadable: HashMap<PathBuf, String>,
+    /// Where events go; a file it writes to (`--out`) is never followed.
     out: Outlet,
-    /// The file the follower writes its events to (`--out`), never followed.
-    own_output: Option<(u64, u64)>,
     /// The checkpoint directory, never searched.
     own_dirs: Vec<(u64, u64)>,
     /// Paths said to be another path's file.
@@ -273,8 +271,10 @@ impl Follower {
     fn one_path_per_file(&mut self, found: Vec<(PathBuf, Stat)>) -> Vec<(PathBuf, Stat)> {
         let mut kept: Vec<(PathBuf, Stat)> = Vec::with_capacity(found.len());
         let mut at: HashMap<(u64, u64), usize> = HashMap::with_capacity(found.len());
+        // Looked up at every poll: a rotated --out is written at its path again.
+        let own_output = self.out.file_identity();
         for (path, stat) in found {
-            if self.own_output == Some(stat.inode()) {
+            if own_output == Some(stat.inode()) {
                 continue;
             }
             let Some(&i) = at.get(&stat.inode()) else {

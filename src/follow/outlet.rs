@@ -6,7 +6,8 @@
 use anyhow::Context;
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 use toolcalls_model::Event;
 use toolcalls_producer::{Publisher, Refused};
 
@@ -14,7 +15,10 @@ pub enum Outlet {
     Kafka(Publisher),
     /// Standard output.
     Lines(Box<dyn Write>),
-    File(BufWriter<File>),
+    /// A regular file, and the path it was opened at: moved away or removed (a log rotation),
+    /// the path is opened again before the next events are written, so that they go where they
+    /// are looked for. `bool`: the path was looked at since the last confirmation.
+    File(BufWriter<File>, PathBuf, bool),
 }
 
 impl Outlet {
@@ -48,14 +52,13 @@ impl Outlet {
                 "--out ended in part of a line (left by a run stopped while writing it); cut back to its last whole line, and its event is sent again"
             );
         }
-        Ok(Outlet::File(BufWriter::new(file)))
+        Ok(Outlet::File(BufWriter::new(file), path.to_owned(), true))
     }
 
     /// The device and inode of the file written to, when it is one.
     pub fn file_identity(&self) -> Option<(u64, u64)> {
-        use std::os::unix::fs::MetadataExt;
         match self {
-            Outlet::File(w) => w.get_ref().metadata().ok().map(|m| (m.dev(), m.ino())),
+            Outlet::File(w, ..) => w.get_ref().metadata().ok().map(|m| (m.dev(), m.ino())),
             _ => None,
         }
     }
@@ -65,7 +68,13 @@ impl Outlet {
         match self {
             Outlet::Kafka(p) => Ok(p.send(event, payload)?),
             Outlet::Lines(w) => write_line(w, payload),
-            Outlet::File(w) => write_line(w, payload),
+            Outlet::File(w, path, looked) => {
+                if !*looked {
+                    follow_the_path(w, path)?;
+                    *looked = true;
+                }
+                write_line(w, payload)
+            }
         }
     }
 
@@ -79,13 +88,35 @@ impl Outlet {
                 return Ok(p.take_refused());
             }
             Outlet::Lines(w) => w.flush().context("cannot write the events")?,
-            Outlet::File(w) => w
-                .flush()
-                .and_then(|()| w.get_ref().sync_data())
-                .context("cannot write the events to disk")?,
+            Outlet::File(w, _, looked) => {
+                w.flush()
+                    .and_then(|()| w.get_ref().sync_data())
+                    .context("cannot write the events to disk")?;
+                *looked = false;
+            }
         }
         Ok(Vec::new())
     }
+}
+
+/// Opens `path` again when the file `w` writes to (all written to it flushed) is no longer
+/// there — moved away, or removed: what was written is in the file as it was moved, what comes
+/// next goes to `path`. A path that cannot be looked up for another reason is written on.
+fn follow_the_path(w: &mut BufWriter<File>, path: &Path) -> anyhow::Result<()> {
+    let ours = w.get_ref().metadata().map(|m| (m.dev(), m.ino()));
+    match std::fs::metadata(path).map(|m| (m.dev(), m.ino())) {
+        Ok(there) if ours.as_ref().is_ok_and(|ours| *ours == there) => return Ok(()),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Ok(()),
+        _ => {}
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("cannot open {} again; check the --out path", path.display()))?;
+    tracing::info!(out = %path.display(), "the --out file was moved away or removed: the events written so far are in it, the next ones go to a file at its path");
+    *w = BufWriter::new(file);
+    Ok(())
 }
 
 /// Refuses an `--out` that holds an agent's transcript (its start tells a native format; the

@@ -24,7 +24,6 @@ fn follower(file: &Path, dir: &Path) -> Follower {
         files: HashMap::new(),
         unreadable: HashMap::new(),
         out: Outlet::Lines(Box::new(std::io::sink())),
-        own_output: None,
         own_dirs: Vec::new(),
         aliases: HashSet::new(),
         metrics: FollowMetrics::new(),
@@ -648,4 +647,38 @@ fn a_format_forced_once_does_not_stay_with_the_file() {
         &read_whole("s.jsonl", more.as_bytes()),
         "read as its start tells",
     );
+}
+
+/// `--out FILE` moved away while the follower runs (a log rotation): what was written stays in
+/// the moved file, and the events that come next are written at FILE again, not into the
+/// moved file where nobody looks for them.
+#[test]
+fn an_out_file_moved_away_is_written_at_its_path_again() {
+    let root = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let file = root.path().join("s.jsonl");
+    let out = elsewhere.path().join("events.jsonl");
+    let (mut f, _) = follower_of_dir(root.path(), &elsewhere.path().join("cp"));
+    f.out = Outlet::file(&out).unwrap();
+    std::fs::write(&file, transcript()).unwrap();
+    poll(&mut f);
+    let first = std::fs::read_to_string(&out).unwrap();
+    assert!(!first.is_empty());
+    let rotated = elsewhere.path().join("events.jsonl.1");
+    std::fs::rename(&out, &rotated).unwrap();
+    let more = transcript() + &transcript().replace("toolu_", "toolu_x");
+    std::fs::write(&file, &more).unwrap();
+    poll(&mut f);
+    assert_eq!(
+        std::fs::read_to_string(&rotated).unwrap(),
+        first,
+        "left as it was"
+    );
+    let next = std::fs::read_to_string(&out).unwrap();
+    let all: Vec<String> = first
+        .lines()
+        .chain(next.lines())
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(all, read_whole("s.jsonl", more.as_bytes()));
 }
