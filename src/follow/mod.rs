@@ -500,7 +500,8 @@ impl Follower {
             }
         }
         let Some(format) = self.s.format.or(told).or(t.format) else {
-            if !bytes.is_empty() && t.said.insert("format".into()) {
+            // A first line still being written is the usual state of a new transcript, not news.
+            if !first_line_unfinished(&bytes) && t.said.insert("format".into()) {
                 tracing::warn!(file = %name, "cannot tell the format of the file yet; skipped until it can be told (or name it with --format, see docs/ADAPTERS.md)");
             }
             return Ok(());
@@ -911,6 +912,16 @@ fn confirm(
         t.cp.delivered.add(*d);
     }
     Ok(())
+}
+
+/// Whether `bytes` hold nothing but whitespace, or a first line still being written: no newline
+/// after it yet, and not one complete JSON value either (a document may end without one).
+fn first_line_unfinished(bytes: &[u8]) -> bool {
+    let Some(start) = bytes.iter().position(|b| !b.is_ascii_whitespace()) else {
+        return true;
+    };
+    !bytes[start..].contains(&b'\n')
+        && serde_json::from_slice::<serde::de::IgnoredAny>(&bytes[start..]).is_err()
 }
 
 /// A flag raised at the first SIGINT or SIGTERM.

@@ -682,3 +682,25 @@ fn an_out_file_moved_away_is_written_at_its_path_again() {
         .collect();
     assert_eq!(all, read_whole("s.jsonl", more.as_bytes()));
 }
+
+/// A transcript whose first line is still being written is waited for without a warning (the
+/// usual state of a new one); a complete first line that tells no format is said.
+#[test]
+fn a_first_line_being_written_is_no_news_and_an_unknown_one_is_said() {
+    let root = tempfile::tempdir().unwrap();
+    let checkpoints = tempfile::tempdir().unwrap();
+    let file = root.path().join("s.jsonl");
+    let (mut f, written) = follower_of_dir(root.path(), checkpoints.path());
+    let said = |f: &Follower| {
+        f.files
+            .get(&file)
+            .is_some_and(|t| t.said.contains("format"))
+    };
+    std::fs::write(&file, r#"{"hello":"wor"#).unwrap();
+    poll(&mut f);
+    assert!(!said(&f), "half a line");
+    std::fs::write(&file, "{\"hello\":\"world\"}\n").unwrap();
+    poll(&mut f);
+    assert!(said(&f), "a whole line no format knows");
+    assert!(events(&written).is_empty());
+}
