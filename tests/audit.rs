@@ -21,7 +21,7 @@ use piped::{run_piped, Ran};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, Producer};
 use scratch::Scratch;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 use toolcalls_model::{Event, ToolCallRecord};
@@ -508,10 +508,7 @@ fn idless_facts_delivered_again_after_their_record_are_repeats() {
         facts.to_vec(),
     ]
     .concat();
-    let input = dir.join("events.jsonl");
-    write_lines(&input, &lines);
-    let records = dir.join("records.jsonl");
-    let local = run(&["local", s(&input), "-o", s(&records)]);
+    let (input, records, local) = local_run(&dir, &lines);
     assert!(local.stderr.contains("late 4"), "{}", local.show());
     let audit = run(&["audit", s(&input), "--records", s(&records)]);
     assert_eq!(audit.code, 0, "{}", audit.show());
@@ -550,10 +547,7 @@ fn a_fact_after_its_call_closed_is_late_and_its_copy_a_repeat() {
         hook("h1", 10),
         hook("h2", 60),
     ];
-    let input = dir.join("events.jsonl");
-    write_lines(&input, &lines);
-    let records = dir.join("records.jsonl");
-    let local = run(&["local", s(&input), "-o", s(&records)]);
+    let (input, records, local) = local_run(&dir, &lines);
     assert!(local.stderr.contains("late 2"), "{}", local.show());
     let audit = run(&["audit", s(&input), "--records", s(&records)]);
     assert_eq!(audit.code, 0, "{}", audit.show());
@@ -587,10 +581,7 @@ fn copies_a_record_does_not_list_are_its_repeats() {
     }
     lines.push(event("completion", "c1", 50, r#","result":"ok""#));
     lines.push(idless("completion", 60, r#","result":"ok""#));
-    let input = dir.join("events.jsonl");
-    write_lines(&input, &lines);
-    let records = dir.join("records.jsonl");
-    let local = run(&["local", s(&input), "-o", s(&records)]);
+    let (input, records, local) = local_run(&dir, &lines);
     assert_eq!(local.code, 0, "{}", local.show());
     let listed = toolcalls_core::MAX_LISTED_REPEATS as usize;
     for record in records_of(&records) {
@@ -640,10 +631,7 @@ fn a_session_read_again_after_its_calls_were_forgotten_gives_no_second_record() 
         lines.push(event("completion", &id, at + 1_000, r#","result":"ok""#));
     }
     let twice = [lines.clone(), lines].concat();
-    let input = dir.join("events.jsonl");
-    write_lines(&input, &twice);
-    let records = dir.join("records.jsonl");
-    let local = run(&["local", s(&input), "-o", s(&records)]);
+    let (input, records, local) = local_run(&dir, &twice);
     assert_eq!(local.code, 0, "{}", local.show());
     let records_read = records_of(&records);
     assert_eq!(records_read.len(), 61, "{}", local.show());
@@ -661,6 +649,16 @@ fn a_session_read_again_after_its_calls_were_forgotten_gives_no_second_record() 
         "{}",
         audit.show()
     );
+}
+
+/// `lines` written to `events.jsonl` in `dir` and given to `toolcalls local`, its records
+/// to `records.jsonl`: the two paths and the run.
+fn local_run(dir: &Path, lines: &[String]) -> (PathBuf, PathBuf, Ran) {
+    let input = dir.join("events.jsonl");
+    write_lines(&input, lines);
+    let records = dir.join("records.jsonl");
+    let local = run(&["local", s(&input), "-o", s(&records)]);
+    (input, records, local)
 }
 
 /// The id of the record on `line`.
