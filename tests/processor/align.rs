@@ -149,10 +149,7 @@ async fn timestamp_order(mut s: toolcalls_processor::config::Settings) {
     // Written in event order, one millisecond apart.
     produce_events_timed(&s, &events);
     let running = processor_records_are(&s, &in_order).await;
-    tokio::time::timeout(Duration::from_secs(60), running.stop())
-        .await
-        .expect("shutdown in time")
-        .expect("clean shutdown");
+    stop_in_time(running).await;
 }
 
 /// Live, an agent's announce and result go to two topics milliseconds apart, and the result may
@@ -224,10 +221,7 @@ async fn a_result_that_comes_before_its_announce_live_waits_for_it() {
             json["metadata"]["session"]
         );
     }
-    tokio::time::timeout(Duration::from_secs(60), running.stop())
-        .await
-        .expect("shutdown in time")
-        .expect("clean shutdown");
+    stop_in_time(running).await;
 }
 
 /// The merge takes a topic partition to deliver messages in the order they were stamped, which
@@ -380,8 +374,5 @@ async fn two_producers_on_one_partition_pair_as_they_happened_with_the_window() 
         s.topics.announce
     );
     assert!(metrics.contains(&series), "within the window: {metrics}");
-    tokio::time::timeout(Duration::from_secs(60), running.stop())
-        .await
-        .expect("shutdown in time")
-        .expect("clean shutdown");
+    stop_in_time(running).await;
 }

@@ -5,7 +5,6 @@
 
 use crate::harness::*;
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backlog_is_correlated_as_if_read_in_time_order() {
@@ -73,8 +72,5 @@ async fn a_backlog_is_correlated_as_if_read_in_time_order() {
         ]),
         "every call with a result succeeded; the calls without one timed out once the results ran dry"
     );
-    tokio::time::timeout(Duration::from_secs(60), running.stop())
-        .await
-        .expect("shutdown in time")
-        .expect("clean shutdown");
+    stop_in_time(running).await;
 }

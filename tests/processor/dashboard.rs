@@ -539,10 +539,7 @@ async fn every_dashboard_and_alert_expression_returns_data() {
     }
 
     for running in [b, a] {
-        tokio::time::timeout(Duration::from_secs(60), running.stop())
-            .await
-            .expect("shutdown in time")
-            .expect("clean shutdown");
+        stop_in_time(running).await;
     }
     drop(prom_process);
 }

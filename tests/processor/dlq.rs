@@ -2,7 +2,6 @@
 //! headers, while good traffic keeps flowing.
 
 use crate::harness::*;
-use std::time::Duration;
 use toolcalls_adapters::{parse, Format, Options};
 use toolcalls_core::{replay, FinishMode};
 
@@ -126,10 +125,7 @@ async fn bad_input_is_dead_lettered_with_reasons_and_good_input_flows() {
         metrics.contains("toolcalls_dlq_messages_total{reason=\"far_future\"} 1"),
         "{metrics}"
     );
-    tokio::time::timeout(Duration::from_secs(60), running.stop())
-        .await
-        .expect("shutdown in time")
-        .expect("clean shutdown");
+    stop_in_time(running).await;
 }
 
 /// With redaction rules, what goes to the dead-letter topic is redacted too: a refused event's
@@ -188,10 +184,7 @@ async fn dead_letters_are_redacted_by_the_rules() {
     assert_eq!(v["args"]["password"], "[REDACTED]");
     assert_eq!(v["result"]["password"], "[REDACTED]");
     assert_eq!(v["callId"], "c1", "the rest as it came");
-    tokio::time::timeout(Duration::from_secs(60), running.stop())
-        .await
-        .expect("shutdown in time")
-        .expect("clean shutdown");
+    stop_in_time(running).await;
 }
 
 /// One call's facts cannot grow its record past what the records and changelog topics take:
@@ -260,8 +253,5 @@ async fn a_call_whose_facts_outgrow_a_record_keeps_its_partition_flowing() {
             m.headers
         );
     }
-    tokio::time::timeout(Duration::from_secs(60), running.stop())
-        .await
-        .expect("shutdown in time")
-        .expect("clean shutdown");
+    stop_in_time(running).await;
 }

@@ -1,7 +1,6 @@
 //! A real fixture session flows through and yields the records the pure core gives for it.
 
 use crate::harness::*;
-use std::time::Duration;
 use toolcalls_adapters::{parse, Format, Options};
 use toolcalls_core::{replay, FinishMode};
 
@@ -62,8 +61,5 @@ async fn fixture_session_yields_expected_records() {
         metrics.contains("toolcalls_output_records_total{phase=\"Succeeded\"}"),
         "{metrics}"
     );
-    tokio::time::timeout(Duration::from_secs(60), running.stop())
-        .await
-        .expect("shutdown in time")
-        .expect("clean shutdown");
+    stop_in_time(running).await;
 }

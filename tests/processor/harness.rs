@@ -139,6 +139,14 @@ pub fn unique(prefix: &str) -> String {
     )
 }
 
+/// Stops an in-process processor and waits, at most a minute, for its clean shutdown.
+pub async fn stop_in_time(running: toolcalls_processor::Running) {
+    tokio::time::timeout(Duration::from_secs(60), running.stop())
+        .await
+        .expect("shutdown in time")
+        .expect("clean shutdown");
+}
+
 /// Settings for one test: unique topics and group, short session timeout, port 0 for HTTP.
 pub fn settings(name: &str) -> Settings {
     let base = unique(name);

@@ -82,10 +82,7 @@ async fn published_transcripts_become_the_records_the_core_gives() {
     let records = read_at_least(&s.topics.records, want.len()).await;
     let got = phases_by_key(&records);
     assert_eq!(got, want);
-    tokio::time::timeout(Duration::from_secs(60), running.stop())
-        .await
-        .expect("shutdown in time")
-        .expect("clean shutdown");
+    stop_in_time(running).await;
 }
 
 #[test]

@@ -23,6 +23,7 @@ mod owner;
 mod piped;
 mod poison;
 mod prom;
+mod resend;
 mod restart;
 #[path = "../support/scratch.rs"]
 mod scratch;

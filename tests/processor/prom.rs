@@ -2,7 +2,6 @@
 
 use crate::harness::*;
 use crate::scratch::Scratch;
-use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_scrapes_the_expected_series() {
@@ -74,8 +73,5 @@ async fn prometheus_scrapes_the_expected_series() {
     .await;
     let (_, body) = http_get(prom, "/api/v1/query?query=up").await;
     assert!(body.contains("\"1\""), "the target is up: {body}");
-    tokio::time::timeout(Duration::from_secs(60), running.stop())
-        .await
-        .expect("shutdown in time")
-        .expect("clean shutdown");
+    stop_in_time(running).await;
 }

@@ -1,7 +1,6 @@
 //! Calls pending across a restart complete correctly after their state is restored.
 
 use crate::harness::*;
-use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pending_calls_survive_a_restart() {
@@ -17,10 +16,7 @@ async fn pending_calls_survive_a_restart() {
     let session = announces[0].session.as_str().to_owned();
     let addr = first.api_addr.expect("the query API is on");
     wait_pending("announces pending in the first instance", addr, &session, 5).await;
-    tokio::time::timeout(Duration::from_secs(60), first.stop())
-        .await
-        .expect("shutdown in time")
-        .expect("clean shutdown");
+    stop_in_time(first).await;
 
     // A new instance restores the pending calls before it reads anything new.
     let second = toolcalls_processor::start(s.clone(), prometheus::Registry::new())
@@ -36,8 +32,5 @@ async fn pending_calls_survive_a_restart() {
     produce_events(&s, &completions);
     let records = read_at_least(&s.topics.records, want.len()).await;
     check_downstream(&records, &want, true);
-    tokio::time::timeout(Duration::from_secs(60), second.stop())
-        .await
-        .expect("shutdown in time")
-        .expect("clean shutdown");
+    stop_in_time(second).await;
 }

@@ -31,6 +31,11 @@ pub struct Config {
     pub max_pending_bytes: usize,
     /// Most closed ids remembered for de-duplication; over it the oldest are forgotten.
     pub max_remembered: usize,
+    /// Most sessions (scopes) a partition keeps a note of after it forgot every call of theirs
+    /// and dropped them: the event time up to which each forgot its calls, so that their events
+    /// delivered again (a file read again) are late instead of calls opened a second time. Over
+    /// it, the notes of the sessions that forgot longest ago (in event time) go; 0 keeps none.
+    pub max_forgotten_sessions: usize,
     /// Most bytes the facts of one call may take in its record — hook decisions, approvals,
     /// execution timing and the attributes its events bring — besides its arguments and result.
     /// A fact that would take a call past it is refused (`Rejected("call_too_large")`, which the
@@ -65,6 +70,7 @@ impl Default for Config {
             max_pending: 100_000,
             max_pending_bytes: 256 << 20,
             max_remembered: 200_000,
+            max_forgotten_sessions: 100_000,
             max_facts_bytes: 4 << 20,
             session_idle_ms: 30 * 1000,
             max_disorder_ms: 0,

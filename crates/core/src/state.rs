@@ -515,11 +515,14 @@ pub(crate) enum EntryRef<'a> {
         closed: &'a Closed,
     },
     Meta(&'a Meta),
-    /// A scope's own clock (`correlator/clock.rs`).
+    /// A scope's own clock (`correlator/clock.rs`) and the time up to which it forgot its calls
+    /// (`correlator/forgotten.rs`); a scope `dropped` is a note of one: that time and its key.
     Scope {
         scope: &'a ScopeKey,
         clocks: [Option<Timestamp>; 2],
         idle: bool,
+        forgot_upto: Option<Timestamp>,
+        dropped: bool,
     },
     /// An event held in the reorder window (`correlator/disorder.rs`).
     Held {
@@ -550,6 +553,8 @@ pub(crate) enum Entry {
         scope: ScopeKey,
         clocks: [Option<Timestamp>; 2],
         idle: bool,
+        forgot_upto: Option<Timestamp>,
+        dropped: bool,
     },
     Held {
         event: Box<toolcalls_model::Event>,

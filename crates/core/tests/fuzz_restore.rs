@@ -50,6 +50,7 @@ fn configs() -> [Config; 3] {
         Config {
             max_pending: 3,
             max_remembered: 4,
+            max_forgotten_sessions: 2,
             max_facts_bytes: 1_000,
             ..Config::default()
         },

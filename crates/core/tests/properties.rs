@@ -192,6 +192,8 @@ fn tight() -> Config {
         max_pending: 12,
         max_pending_bytes: 64 << 20,
         max_remembered: 1_000,
+        // Small enough that notes of dropped sessions go past it.
+        max_forgotten_sessions: 2,
         // Small enough that facts are refused now and then.
         max_facts_bytes: 1_000,
         session_idle_ms: 200,

@@ -158,15 +158,19 @@ fn identical_idless_calls_at_different_times_are_different_calls() {
     );
 }
 
+/// Past the dedupe window the call is forgotten, but its copy is still told by its age: late.
+/// The same call made again, later, is a new call.
 #[test]
-fn an_idless_copy_after_the_dedupe_window_is_a_new_call() {
+fn an_idless_copy_after_the_dedupe_window_is_late_and_a_later_call_new() {
     let mut h = Harness::new();
-    let call = || ev("s").at(10).announce("Read", json!({}));
-    h.apply(call());
+    let call = |at| ev("s").at(at).announce("Read", json!({}));
+    h.apply(call(10));
     h.apply(ev("s").at(11).done_tool("Read", json!(1)));
     h.one();
-    h.advance(10 + config().dedupe_window_ms as i64 + 1);
-    assert_eq!(h.apply(call()), Outcome::Pending);
+    let after = 10 + config().dedupe_window_ms as i64 + 1;
+    h.advance(after);
+    assert_eq!(h.apply(call(10)), Outcome::Late);
+    assert_eq!(h.apply(call(after)), Outcome::Pending);
 }
 
 #[test]
@@ -374,16 +378,7 @@ fn copies_past_the_bound_are_counted_not_listed() {
 fn copies_of_forgotten_calls_are_late_not_second_records() {
     let window = config().dedupe_window_ms as i64;
     let mut h = Harness::new();
-    let old = [
-        ev("s").id("c").at(0).announce("Read", json!({"f": 1})),
-        ev("s").id("c").at(5).done(json!(1)),
-        ev("s").at(10).announce("Grep", json!({"p": 2})),
-        ev("s").at(15).done_tool("Grep", json!(2)),
-    ];
-    for e in old.clone() {
-        h.apply(e);
-    }
-    assert_eq!(h.take().len(), 2);
+    let old = two_calls_of_session_s(&mut h);
     // The session goes on well past the window: its calls are forgotten.
     let later = 3 * window;
     h.apply(ev("s").id("d").at(later).announce("Read", json!({"f": 3})));
@@ -410,4 +405,117 @@ fn copies_of_forgotten_calls_are_late_not_second_records() {
     // Another session has a clock of its own.
     let other = ev("t").id("c").at(0).announce("Read", json!({"f": 1}));
     assert_eq!(h.apply(other), Outcome::Pending);
+}
+
+/// A session whose every call was forgotten while it was idle (its deadlines following the
+/// partition's stream time) is dropped, and a note is kept of it: its events delivered again —
+/// a file read again a day later — are late, not calls opened a second time under the names of
+/// its records, before and after a restore, and once the session goes on.
+#[test]
+fn a_session_dropped_after_it_forgot_everything_takes_its_copies_as_late() {
+    let window = config().dedupe_window_ms as i64;
+    let mut h = Harness::new();
+    let old = two_calls_of_session_s(&mut h);
+    assert_eq!(h.c.forgotten_sessions(), 0);
+    // Time moves on without the session: it goes idle, forgets its calls and is dropped.
+    h.advance(3 * window);
+    assert!(h.take().is_empty());
+    assert_eq!(h.c.forgotten_sessions(), 1);
+
+    let mut restored = restored_from(&mut h);
+    assert_eq!(
+        restored.forgotten_sessions(),
+        1,
+        "the note is in the changelog"
+    );
+    let mut out = toolcalls_core::Effects::default();
+    for (i, e) in old.iter().enumerate() {
+        let pos = toolcalls_core::Position::new(0, 100 + i as i64);
+        assert_eq!(restored.apply(e.clone(), pos, &mut out), Outcome::Late);
+        assert_eq!(h.apply(e.clone()), Outcome::Late);
+    }
+    restored.advance(t(10 * window), &mut out);
+    h.advance(10 * window);
+    assert!(out.records.is_empty(), "{:#?}", out.records);
+    assert!(h.take().is_empty());
+
+    // The session goes on: a new call pairs, and the old copies are still late.
+    let resumed = 10 * window;
+    assert_eq!(
+        h.apply(ev("s").id("d").at(resumed).announce("Read", json!({}))),
+        Outcome::Pending
+    );
+    assert_eq!(h.c.forgotten_sessions(), 0, "the scope took its note back");
+    for e in old {
+        assert_eq!(h.apply(e), Outcome::Late);
+    }
+    h.apply(ev("s").id("d").at(resumed + 5).done(json!(3)));
+    assert_eq!(h.one().id(), record_id_of("s", "d"));
+    // Another session has a note of its own, or none.
+    let other = ev("t").id("c").at(0).announce("Read", json!({"f": 1}));
+    assert_eq!(h.apply(other), Outcome::Pending);
+}
+
+/// Two calls of session `s` at 0 – 15 ms, one with an id and one without, applied to `h` and
+/// closed: their events.
+fn two_calls_of_session_s(h: &mut Harness) -> [Event; 4] {
+    let events = [
+        ev("s").id("c").at(0).announce("Read", json!({"f": 1})),
+        ev("s").id("c").at(5).done(json!(1)),
+        ev("s").at(10).announce("Grep", json!({"p": 2})),
+        ev("s").at(15).done_tool("Grep", json!(2)),
+    ];
+    for e in events.clone() {
+        h.apply(e);
+    }
+    assert_eq!(h.take().len(), 2);
+    events
+}
+
+/// The record id a call `id` of session `session` (source `test`) gets.
+fn record_id_of(session: &str, id: &str) -> RecordId {
+    let mut h = Harness::new();
+    h.apply(ev(session).id(id).at(0).announce("Read", json!({})));
+    h.apply(ev(session).id(id).at(1).done(json!(0)));
+    h.one().id()
+}
+
+/// At most `max_forgotten_sessions` notes are kept, those of the sessions that forgot latest:
+/// the note that goes is written as gone, and that session's copies open calls again.
+#[test]
+fn notes_of_dropped_sessions_are_bounded() {
+    let window = config().dedupe_window_ms as i64;
+    let mut h = Harness::with(toolcalls_core::Config {
+        max_forgotten_sessions: 2,
+        ..config()
+    });
+    let call = |session: &str, at: i64| {
+        [
+            ev(session).id("c").at(at).announce("Read", json!({})),
+            ev(session).id("c").at(at + 5).done(json!(1)),
+        ]
+    };
+    for (i, session) in ["a", "b", "c"].into_iter().enumerate() {
+        for e in call(session, i as i64 * 1_000) {
+            h.apply(e);
+        }
+    }
+    assert_eq!(h.take().len(), 3);
+    h.advance(3 * window);
+    assert_eq!(h.c.forgotten_sessions(), 2);
+    let mut restored = restored_from(&mut h);
+    assert_eq!(restored.forgotten_sessions(), 2);
+    let mut out = toolcalls_core::Effects::default();
+    let mut next = 100;
+    let mut apply = |c: &mut toolcalls_core::Correlator, e: &Event| {
+        next += 1;
+        c.apply(e.clone(), toolcalls_core::Position::new(0, next), &mut out)
+    };
+    for c in [&mut h.c, &mut restored] {
+        let [announce, _] = call("a", 0);
+        assert_eq!(apply(c, &announce), Outcome::Pending, "a forgot first");
+        for e in call("b", 1_000).iter().chain(&call("c", 2_000)) {
+            assert_eq!(apply(c, e), Outcome::Late);
+        }
+    }
 }

@@ -54,6 +54,11 @@ pub struct CoreArgs {
     /// Most closed call ids remembered per partition for de-duplication
     #[arg(long, env = "TOOLCALLS_MAX_REMEMBERED", value_name = "N", default_value_t = Config::default().max_remembered)]
     pub max_remembered: usize,
+    /// Most sessions per partition noted after every call of theirs was forgotten (about 190
+    /// bytes each): their events delivered again, a file read again days later, are then late
+    /// instead of calls opened a second time. Past it, the sessions that forgot longest ago go
+    #[arg(long, env = "TOOLCALLS_MAX_FORGOTTEN_SESSIONS", value_name = "N", default_value_t = Config::default().max_forgotten_sessions)]
+    pub max_forgotten_sessions: usize,
     /// Most bytes the facts of one call may take in its record (hook decisions, approvals,
     /// execution timing, the attributes its events bring), besides its arguments and result; a
     /// fact past it is refused (dead-lettered as call_too_large), so that every record fits in a
@@ -84,6 +89,7 @@ impl CoreArgs {
             session_idle_ms: self.session_idle.millis(),
             max_disorder_ms: self.max_disorder.millis(),
             max_remembered: self.max_remembered,
+            max_forgotten_sessions: self.max_forgotten_sessions,
             max_facts_bytes: self.max_facts_bytes,
             ..Config::default()
         };

@@ -59,6 +59,8 @@ pub struct Metrics {
     pub pending_bytes: IntGaugeVec,
     /// Events held in the reorder window per partition.
     pub held_events: IntGaugeVec,
+    /// Sessions noted after they forgot every call, per partition.
+    pub forgotten_sessions: IntGaugeVec,
     pub oldest_pending_age: prometheus::GaugeVec,
     /// Pending entries closed by the state cap.
     pub evictions: IntCounter,
@@ -153,6 +155,7 @@ impl Metrics {
             pending_calls: gauge_vec(r, "toolcalls_state_pending_calls", "Pending calls and waiting results, per partition.", &["partition"]),
             pending_bytes: gauge_vec(r, "toolcalls_state_pending_bytes", "Estimated memory of the pending state, per partition.", &["partition"]),
             held_events: gauge_vec(r, "toolcalls_state_held_events", "Events held in the reorder window (--max-disorder), per partition.", &["partition"]),
+            forgotten_sessions: gauge_vec(r, "toolcalls_state_forgotten_sessions", "Sessions noted after every call of theirs was forgotten, so that their events delivered again are late (at most --max-forgotten-sessions), per partition.", &["partition"]),
             oldest_pending_age: fgauge_vec(r, "toolcalls_state_oldest_pending_age_seconds", "Wall-clock time the oldest pending entry has waited since the processor read the event that opened it (since the restore, for entries restored from the changelog), per partition.", &["partition"]),
             evictions: counter(r, "toolcalls_state_evictions_total", "Pending entries closed as Evicted by the state cap."),
             chunk_duration: histogram(r, "toolcalls_processing_batch_duration_seconds", "Time to decode, correlate and publish one chunk (at most 128) of input messages.", latency.clone()),

@@ -2,9 +2,9 @@
 
 use super::format::{
     cause_of_byte, WaitingExtras, ANSWERED, ARGS, CHECKSUM, CLOCK_0, CLOCK_1, DENIED, DONE,
-    DONE_CANCELLED, DONE_DURATION, DONE_ERROR, DONE_RESULT, DONE_STARTED, EXTRAS, HAS_ID, IDEM,
-    IDLE, REPEATS, STREAM_TIME, TAG_CALL, TAG_CLOSED, TAG_HELD, TAG_META, TAG_SCOPE, TAG_WAITING,
-    THREAD, TOOL, TURN, VERSION, VERSION_WITHOUT_POSITIONS, WALL,
+    DONE_CANCELLED, DONE_DURATION, DONE_ERROR, DONE_RESULT, DONE_STARTED, DROPPED, EXTRAS,
+    FORGOT_UPTO, HAS_ID, IDEM, IDLE, REPEATS, STREAM_TIME, TAG_CALL, TAG_CLOSED, TAG_HELD,
+    TAG_META, TAG_SCOPE, TAG_WAITING, THREAD, TOOL, TURN, VERSION, VERSION_WITHOUT_POSITIONS, WALL,
 };
 use super::primitives::{CodecError, Reader};
 use crate::correlator::RESTORED_SEQ_LIMIT;
@@ -346,7 +346,7 @@ pub(crate) fn decode(value: &[u8]) -> Result<Entry, CodecError> {
             })
         }
         TAG_SCOPE => {
-            let flags = r.flags(THREAD | IDLE | CLOCK_0 | CLOCK_1)?;
+            let flags = r.flags(THREAD | IDLE | CLOCK_0 | CLOCK_1 | FORGOT_UPTO | DROPPED)?;
             let scope = r.scope(flags)?;
             let mut clocks = [None; 2];
             for (clock, bit) in clocks.iter_mut().zip([CLOCK_0, CLOCK_1]) {
@@ -354,10 +354,19 @@ pub(crate) fn decode(value: &[u8]) -> Result<Entry, CodecError> {
                     *clock = Some(r.time("clock")?);
                 }
             }
+            let forgot_upto = (flags & FORGOT_UPTO != 0)
+                .then(|| r.time("forgot_upto"))
+                .transpose()?;
+            let dropped = flags & DROPPED != 0;
+            if dropped && forgot_upto.is_none() {
+                return Err(r.error("forgot_upto", "a dropped scope's note without its time"));
+            }
             Entry::Scope {
                 scope,
                 clocks,
                 idle: flags & IDLE != 0,
+                forgot_upto,
+                dropped,
             }
         }
         TAG_HELD => {

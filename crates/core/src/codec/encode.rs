@@ -2,9 +2,9 @@
 
 use super::format::{
     cause_byte, WaitingExtras, ANSWERED, ARGS, CHECKSUM, CLOCK_0, CLOCK_1, DENIED, DONE,
-    DONE_CANCELLED, DONE_DURATION, DONE_ERROR, DONE_RESULT, DONE_STARTED, EXTRAS, HAS_ID, IDEM,
-    IDLE, REPEATS, STREAM_TIME, TAG_CALL, TAG_CLOSED, TAG_HELD, TAG_META, TAG_SCOPE, TAG_WAITING,
-    THREAD, TOOL, TURN, VERSION, WALL,
+    DONE_CANCELLED, DONE_DURATION, DONE_ERROR, DONE_RESULT, DONE_STARTED, DROPPED, EXTRAS,
+    FORGOT_UPTO, HAS_ID, IDEM, IDLE, REPEATS, STREAM_TIME, TAG_CALL, TAG_CLOSED, TAG_HELD,
+    TAG_META, TAG_SCOPE, TAG_WAITING, THREAD, TOOL, TURN, VERSION, WALL,
 };
 use super::primitives::Writer;
 use crate::state::{EntryRef, ScopeKey};
@@ -215,16 +215,20 @@ pub(crate) fn encode(entry: &EntryRef<'_>) -> Vec<u8> {
             scope,
             clocks,
             idle,
+            forgot_upto,
+            dropped,
         } => {
             w.u8(TAG_SCOPE);
             w.u64(u64::from(
                 flag(scope.thread.is_some(), THREAD)
                     | flag(*idle, IDLE)
                     | flag(clocks[0].is_some(), CLOCK_0)
-                    | flag(clocks[1].is_some(), CLOCK_1),
+                    | flag(clocks[1].is_some(), CLOCK_1)
+                    | flag(forgot_upto.is_some(), FORGOT_UPTO)
+                    | flag(*dropped, DROPPED),
             ));
             w.scope(scope);
-            for t in clocks.iter().flatten() {
+            for t in clocks.iter().chain([forgot_upto]).flatten() {
                 w.time(*t);
             }
         }

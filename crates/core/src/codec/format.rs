@@ -46,6 +46,10 @@ pub(super) const WALL: u32 = 1 << 15;
 /// A remembered idempotent call's answered attempt follows its record (written without it, an
 /// entry reads as one whose every attempt was answered).
 pub(super) const ANSWERED: u32 = 1 << 16;
+/// The time up to which a scope forgot its calls follows its clocks.
+pub(super) const FORGOT_UPTO: u32 = 1 << 17;
+/// The scope was dropped: the entry is its note (`correlator/forgotten.rs`), no live scope.
+pub(super) const DROPPED: u32 = 1 << 18;
 
 /// Flag bits of a waiting result's `done`.
 pub(super) const DONE_RESULT: u32 = 1;

@@ -2,13 +2,15 @@
 //! that rebuilds a correlator from them (docs/ARCHITECTURE.md, Correlation → State and restore).
 //! The values' bytes are `codec`'s.
 
+use super::forgotten_scopes::ForgottenScope;
 use super::indexes::IdsFiled;
 use super::window::Held;
 use super::{repeats, scopes, Correlator, RestoreError, META_SEQ, RESTORED_SEQ_LIMIT, SCOPE_BIT};
 use crate::codec::{decode, encode};
 use crate::decimal;
-use crate::state::{Closed, Entry, EntryRef, Live, Meta, WaitingResult, META_KEY};
+use crate::state::{Closed, Entry, EntryRef, Live, Meta, ScopeKey, WaitingResult, META_KEY};
 use crate::{ChangelogOp, Config, Position};
+use toolcalls_model::Timestamp;
 
 /// A decoded changelog entry whose scope is interned, waiting to be inserted.
 enum Item {
@@ -17,8 +19,11 @@ enum Item {
     Call(Box<Live>, Box<str>),
     Waiting(Box<WaitingResult>),
     Closed(Box<Closed>),
-    /// A scope's clock; the scope is interned already.
-    Scope(u32, [Option<toolcalls_model::Timestamp>; 2], bool),
+    /// A scope's clocks, whether it is idle and the time up to which it forgot its calls; the
+    /// scope is interned already.
+    Scope(u32, [Option<Timestamp>; 2], bool, Option<Timestamp>),
+    /// The note of a dropped scope (`forgotten.rs`): its key and that time.
+    Forgotten(ScopeKey, Timestamp),
     /// An event held in the reorder window, and its scope (interned already).
     Held(u32, Box<Held>),
 }
@@ -72,10 +77,21 @@ impl Correlator {
                             scope: &scope.key,
                             clocks: scope.clocks,
                             idle: scope.idle,
+                            forgot_upto: scope.forgot_upto,
+                            dropped: false,
                         }))
                     }
-                    None if seq >= self.unwritten_from => continue,
-                    None => None,
+                    None => match self.scopes.forgotten.get(seq) {
+                        Some(note) => Some(encode(&EntryRef::Scope {
+                            scope: &note.key,
+                            clocks: [None; 2],
+                            idle: false,
+                            forgot_upto: Some(note.upto),
+                            dropped: true,
+                        })),
+                        None if seq >= self.unwritten_from => continue,
+                        None => None,
+                    },
                 };
                 (numbered_key(SCOPE_KEY_PREFIX, seq), value)
             } else if seq == META_SEQ {
@@ -240,11 +256,22 @@ impl Correlator {
                 }
                 Entry::Scope {
                     scope,
+                    dropped: true,
+                    forgot_upto: Some(upto),
+                    ..
+                } => {
+                    items.push((seq, Item::Forgotten(scope, upto)));
+                    continue;
+                }
+                Entry::Scope {
+                    scope,
                     clocks,
                     idle,
+                    forgot_upto,
+                    ..
                 } => {
                     let ix = restored.scopes.intern(scope, &restored.hs);
-                    items.push((seq, Item::Scope(ix, clocks, idle)));
+                    items.push((seq, Item::Scope(ix, clocks, idle, forgot_upto)));
                     continue;
                 }
                 Entry::Held { event, pos, wall } => {
@@ -307,20 +334,24 @@ impl Correlator {
                     restored.insert_waiting(seq, waiting, repeat);
                 }
                 Item::Closed(closed) => restored.insert_closed(seq, *closed, &IdsFiled::None),
-                Item::Scope(ix, clocks, idle) => {
+                Item::Scope(ix, clocks, idle, forgot_upto) => {
                     let topics = restored.config.input_topics;
                     let scope = restored.scopes.get_mut(ix);
                     scope.clocks = clocks;
                     scope.clock = scopes::watermark(&clocks, topics);
                     scope.idle = idle;
+                    // A note of the scope restored before it may have set a later time.
+                    scope.forgot_upto = scope.forgot_upto.max(forgot_upto);
                     scope.seq = Some(seq);
                     restored.scopes.by_seq.insert(seq, ix);
                 }
+                Item::Forgotten(key, upto) => restored.restore_note(seq, key, upto),
                 Item::Held(ix, held) => restored.restore_held(ix, seq, *held),
             }
         }
         restored.restore_arrived();
-        restored.scopes.sweep(&restored.hs);
+        let max_notes = restored.config.max_forgotten_sessions;
+        restored.scopes.sweep(&restored.hs, max_notes);
         // A scope kept without entries (a checkpoint fell between its last entry going and its
         // own key being written as gone) is written as gone now.
         let dropped = std::mem::take(&mut restored.scopes.dropped);
@@ -339,6 +370,24 @@ impl Correlator {
         restored.arm_blocked();
         restored.unwritten_from = restored.next_seq;
         Ok(restored)
+    }
+
+    /// Takes the note of dropped scope `seq` back. Where a scope under its key was restored too,
+    /// or another note (a changelog that was not compacted as this program writes it), one
+    /// keeps the later time and the other's key is written as gone.
+    fn restore_note(&mut self, seq: u64, key: ScopeKey, mut upto: Timestamp) {
+        if let Some(ix) = self.scopes.find(&key, &self.hs) {
+            let scope = self.scopes.get_mut(ix);
+            scope.forgot_upto = scope.forgot_upto.max(Some(upto));
+            self.scopes.dropped.push(seq);
+            return;
+        }
+        if let Some((other, time)) = self.scopes.forgotten.take(&key, &self.hs) {
+            upto = upto.max(time);
+            self.scopes.dropped.push(other);
+        }
+        let note = ForgottenScope { key, upto };
+        self.scopes.forgotten.insert(seq, note, &self.hs);
     }
 }
 

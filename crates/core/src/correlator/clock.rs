@@ -38,6 +38,13 @@ impl Correlator {
         }
         scope.clocks[topic] = Some(scope.clocks[topic].map_or(time, |c| c.max(time)));
         scope.clock = scopes::watermark(&scope.clocks, topics);
+        self.scope_changed(ix);
+    }
+
+    /// Notes that scope `ix`'s changelog entry changed, at the position of the event being
+    /// applied: numbered if it was not, and one note per checkpoint.
+    pub(super) fn scope_changed(&mut self, ix: ScopeIx) {
+        let scope = self.scopes.get_mut(ix);
         if scope.changed_at.replace(self.change_pos).is_some() {
             return;
         }
@@ -182,7 +189,12 @@ impl Correlator {
             Some(Live::Call(call)) => Some(call.cause),
             Some(Live::Waiting(_)) => None,
             None => {
-                if !self.ended && self.entries.closed.contains_key(&seq) {
+                if self.ended {
+                    return;
+                }
+                if let Some(closed) = self.entries.closed.get(&seq) {
+                    let (ix, closed_at) = (closed.scope, self.closed_at(closed));
+                    self.note_forgotten(ix, closed_at);
                     self.expire_closed(seq);
                 }
                 return;
@@ -210,7 +222,8 @@ impl Correlator {
 
     /// Drops the scopes left without entries; their changelog keys are written as gone.
     pub(super) fn sweep_scopes(&mut self) {
-        self.scopes.sweep(&self.hs);
+        self.scopes
+            .sweep(&self.hs, self.config.max_forgotten_sessions);
         for seq in std::mem::take(&mut self.scopes.dropped) {
             self.touch(seq | SCOPE_BIT);
         }

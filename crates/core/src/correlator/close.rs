@@ -129,13 +129,7 @@ impl Correlator {
         );
         let repeats = keys;
         if !ids.is_empty() || idem.is_some() || !repeats.is_empty() {
-            let window = if idem.is_some() {
-                self.config
-                    .dedupe_window_ms
-                    .max(self.config.idempotency_window_ms)
-            } else {
-                self.config.dedupe_window_ms
-            };
+            let window = self.remembered_for(idem.is_some());
             let expires = self.remembered_from(ix, updated_at).plus_millis(window);
             let closed = Closed {
                 scope: ix,
@@ -204,6 +198,24 @@ impl Correlator {
                 &IdsFiled::None,
             );
         }
+    }
+
+    /// How long a closed entry is remembered: `dedupe_window`, or the idempotency window if that
+    /// is longer and the call has an idempotency key (its retries collapse into it).
+    fn remembered_for(&self, idempotent: bool) -> u64 {
+        let dedupe = self.config.dedupe_window_ms;
+        if idempotent {
+            dedupe.max(self.config.idempotency_window_ms)
+        } else {
+            dedupe
+        }
+    }
+
+    /// When closed entry `closed` was closed, by its scope's clock: when its remembering started.
+    pub(super) fn closed_at(&self, closed: &Closed) -> Timestamp {
+        let window = self.remembered_for(closed.idem.is_some());
+        let window = i64::try_from(window).unwrap_or(i64::MAX);
+        Timestamp::from_millis(closed.expires.millis().saturating_sub(window))
     }
 
     /// When the remembering of a closed entry of scope `ix` last changed at `updated_at` starts:

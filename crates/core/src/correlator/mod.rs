@@ -21,6 +21,7 @@
 //! - `close.rs`: closing calls and waiting results — turn ends, the state cap;
 //! - `repeats.rs`: the repeat keys of events without an id, which find their copies;
 //! - `forgotten.rs`: events too old for their scope to tell from a copy of a forgotten call;
+//! - `forgotten_scopes.rs`: the notes kept of the scopes dropped after they forgot everything;
 //! - `rules.rs`: the matching rules — how a result finds its call and a new call its waiting
 //!   result — and the confidence of each link;
 //! - `entries.rs`: every entry by sequence number;
@@ -44,6 +45,7 @@ mod entries;
 mod facts;
 mod footprint;
 mod forgotten;
+mod forgotten_scopes;
 mod hasher;
 mod indexes;
 mod merge;
@@ -213,6 +215,12 @@ impl Correlator {
     /// Pending announced calls only.
     pub fn pending_calls(&self) -> usize {
         self.pending_calls
+    }
+
+    /// Sessions dropped after they forgot every call of theirs, whose note is kept so that their
+    /// events delivered again are late (at most `max_forgotten_sessions`; `forgotten.rs`).
+    pub fn forgotten_sessions(&self) -> usize {
+        self.scopes.forgotten.len()
     }
 
     /// An estimate of the memory held by pending entries, payloads included: each entry's

@@ -2,6 +2,7 @@
 //! [`Entries`](super::entries::Entries) by sequence number (docs/ARCHITECTURE.md, Correlation →
 //! Scope and → Memory).
 
+use super::forgotten_scopes::{ForgottenScope, ForgottenScopes};
 use super::hasher::{HashMap, Hasher};
 use super::timers::Timers;
 use crate::state::{Call, ScopeIx, ScopeKey};
@@ -132,6 +133,9 @@ pub(super) struct Scope {
     /// in the reorder window; their [`watermark`] is what the window measures a held event's
     /// wait against (`disorder.rs`).
     pub(super) arrived: [Option<Timestamp>; 2],
+    /// The latest close, by its time, of the calls it forgot by their deadline
+    /// (`forgotten.rs`): an event no entry holds stamped no later is taken for a copy of one.
+    pub(super) forgot_upto: Option<Timestamp>,
 }
 
 impl Scope {
@@ -158,6 +162,7 @@ impl Scope {
             seq: None,
             changed_at: None,
             arrived: [None; 2],
+            forgot_upto: None,
         }
     }
 
@@ -231,8 +236,12 @@ pub(super) struct Scopes {
     empty: Vec<ScopeIx>,
     /// Scopes by their changelog key.
     pub(super) by_seq: HashMap<u64, ScopeIx>,
-    /// Changelog keys of scopes dropped since the last look (their values become tombstones).
+    /// Changelog keys of scopes dropped since the last look, and of notes of dropped scopes gone
+    /// past their bound: their values become the scope's note in `forgotten`, or tombstones.
     pub(super) dropped: Vec<u64>,
+    /// The notes of scopes dropped after they forgot everything, by changelog key
+    /// (`forgotten_scopes.rs`); a scope made again under a noted key takes its note back.
+    pub(super) forgotten: ForgottenScopes,
     /// The sources of its scopes, each held once (up to `MAX_SHARED_SOURCES`): the scopes of a
     /// source share its text, so finding a scope by key compares against a source that stays in
     /// cache rather than one of its own per scope.
@@ -252,7 +261,8 @@ impl Scopes {
             .expect("an entry's scope exists while the entry does")
     }
 
-    /// The index of the scope `key`, made if it does not exist.
+    /// The index of the scope `key`, made if it does not exist: with its changelog key and the
+    /// time up to which it forgot its calls when it was dropped and noted.
     pub(super) fn intern(&mut self, key: ScopeKey, hs: &Hasher) -> ScopeIx {
         let h = hs.hash_one(&key);
         let slots = &self.slots;
@@ -261,7 +271,12 @@ impl Scopes {
         }) {
             return ix;
         }
-        let scope = Scope::new(self.share_source(key));
+        let noted = self.forgotten.take(&key, hs);
+        let mut scope = Scope::new(self.share_source(key));
+        if let Some((seq, upto)) = noted {
+            scope.seq = Some(seq);
+            scope.forgot_upto = Some(upto);
+        }
         let ix = match self.free.pop() {
             Some(ix) => {
                 self.slots[ix as usize] = Some(scope);
@@ -278,9 +293,22 @@ impl Scopes {
                 .as_ref()
                 .map_or(0, |s| hs.hash_one(&s.key))
         });
+        if let Some((seq, _)) = noted {
+            self.by_seq.insert(seq, ix);
+        }
         // Nothing refers to it yet: dropped at the end of the step unless an entry does by then.
         self.empty.push(ix);
         ix
+    }
+
+    /// The index of the scope `key`, if it exists.
+    pub(super) fn find(&self, key: &ScopeKey, hs: &Hasher) -> Option<ScopeIx> {
+        let slots = &self.slots;
+        self.index
+            .find(hs.hash_one(key), |&i| {
+                slots[i as usize].as_ref().is_some_and(|s| s.key == *key)
+            })
+            .copied()
     }
 
     /// `key` with its source's shared text.
@@ -303,8 +331,9 @@ impl Scopes {
         }
     }
 
-    /// Drops the scopes left without entries.
-    pub(super) fn sweep(&mut self, hs: &Hasher) {
+    /// Drops the scopes left without entries; of those that forgot calls of their own, keeps a
+    /// note, at most `max_notes` of them.
+    pub(super) fn sweep(&mut self, hs: &Hasher, max_notes: usize) {
         while let Some(ix) = self.empty.pop() {
             let Some(scope) = &self.slots[ix as usize] else {
                 continue;
@@ -315,13 +344,24 @@ impl Scopes {
             if let Ok(slot) = self.index.find_entry(hs.hash_one(&scope.key), |&i| i == ix) {
                 slot.remove();
             }
+            let Some(scope) = self.slots[ix as usize].take() else {
+                continue;
+            };
             if let Some(seq) = scope.seq {
                 self.by_seq.remove(&seq);
                 self.dropped.push(seq);
+                if let (Some(upto), true) = (scope.forgot_upto, max_notes > 0) {
+                    let note = ForgottenScope {
+                        key: scope.key,
+                        upto,
+                    };
+                    self.forgotten.insert(seq, note, hs);
+                }
             }
-            self.slots[ix as usize] = None;
             self.free.push(ix);
         }
+        let gone = self.forgotten.trim(max_notes, hs);
+        self.dropped.extend(gone);
     }
 }
 

@@ -195,6 +195,7 @@ pub fn config() -> Config {
         max_pending: 1_000,
         max_pending_bytes: 64 << 20,
         max_remembered: 1_000,
+        max_forgotten_sessions: 100,
         max_facts_bytes: 4 << 20,
         session_idle_ms: 30_000,
         max_disorder_ms: 0,

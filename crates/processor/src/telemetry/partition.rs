@@ -31,6 +31,7 @@ pub(crate) struct PartitionTelemetry {
     pending_calls: IntGauge,
     pending_bytes: IntGauge,
     held_events: IntGauge,
+    forgotten_sessions: IntGauge,
     oldest_pending_age: Gauge,
     /// The input message being handled: (wall clock when its chunk was read, its Kafka
     /// timestamp); no timestamp while timers fire.
@@ -60,6 +61,7 @@ impl PartitionTelemetry {
             pending_calls: metrics.pending_calls.with_label_values(&[&p]),
             pending_bytes: metrics.pending_bytes.with_label_values(&[&p]),
             held_events: metrics.held_events.with_label_values(&[&p]),
+            forgotten_sessions: metrics.forgotten_sessions.with_label_values(&[&p]),
             oldest_pending_age: metrics.oldest_pending_age.with_label_values(&[&p]),
             input: Cell::new((wall_ms(), None)),
             opened: RefCell::new(Opened::new(wall_ms())),
@@ -201,6 +203,8 @@ impl PartitionTelemetry {
         self.pending_bytes.set(correlator.pending_bytes() as i64);
         self.held_events.set(correlator.held_len() as i64);
         if full {
+            self.forgotten_sessions
+                .set(correlator.forgotten_sessions() as i64);
             let now = wall_ms();
             let opened = self.opened.borrow_mut().oldest(correlator.oldest_pending());
             let age = opened.map_or(0.0, |at| (now - at).max(0) as f64 / 1000.0);
@@ -223,6 +227,7 @@ impl PartitionTelemetry {
         let _ = m.pending_calls.remove_label_values(&[&p]);
         let _ = m.pending_bytes.remove_label_values(&[&p]);
         let _ = m.held_events.remove_label_values(&[&p]);
+        let _ = m.forgotten_sessions.remove_label_values(&[&p]);
         let _ = m.oldest_pending_age.remove_label_values(&[&p]);
         let _ = m.consumer_lag_seconds.remove_label_values(&[&p]);
         m.processed.forget(self.partition);
