@@ -3,8 +3,9 @@
 //! Reconciles inputs against outputs. Every input position must be exactly one of:
 //!
 //! 1. merged into one record — its latest revision lists the position in its `provenance`;
-//! 2. dead-lettered (the dead letter's `toolcalls.source.*` headers name it), or, for
-//!    `toolcalls local`, a line it refused on input (it reports those on stderr);
+//! 2. dead-lettered (the dead letter's `toolcalls.source.*` headers name it; for `toolcalls
+//!    local`, a line of its `--dead-letters` file), or, for a `toolcalls local` run without
+//!    that file, a line it could not read (it reports those on stderr);
 //! 3. still pending: in a call or result the processor's changelog holds;
 //! 4. a repeat of an event merged into a record (same call id in its scope; without an id, same
 //!    kind, tool, checksum, event time and, for a result, the same result): counted, as the
@@ -65,6 +66,15 @@ struct Opts {
         value_name = "FILE"
     )]
     records_file: Option<PathBuf>,
+    /// The dead-letter file the `toolcalls local` run wrote (`--dead-letters`): its refused
+    /// events and bad lines are then accounted for by it, and a bad line it lacks is a
+    /// discrepancy
+    #[arg(
+        long = "dead-letters",
+        env = "TOOLCALLS_AUDIT_DEAD_LETTERS",
+        value_name = "FILE"
+    )]
+    dead_letters_file: Option<PathBuf>,
     /// The input files' format, as given to `toolcalls local --format`: `v1`, `auto` or a
     /// native format (see docs/ADAPTERS.md)
     #[arg(
@@ -135,6 +145,7 @@ struct KafkaOpts {
 pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
     let Opts {
         records_file: records,
+        dead_letters_file,
         format,
         drop_ids,
         ranges,
@@ -148,6 +159,9 @@ pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
     let (mut ledger, what) = if args.files.is_empty() {
         if records.is_some() {
             bail!("--records is a `toolcalls local` run's records file: give its input FILEs too (without FILEs the processor's topics are audited)");
+        }
+        if dead_letters_file.is_some() {
+            bail!("--dead-letters is a `toolcalls local` run's dead-letter file: give its input FILEs too (without FILEs the processor's dead-letter topic is read)");
         }
         let KafkaOpts {
             brokers,
@@ -200,10 +214,11 @@ pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
         let f = files::Files {
             inputs: &inputs,
             records: &records,
+            dead_letters: dead_letters_file.as_deref(),
             format,
             drop_ids,
         };
-        let mut ledger = Ledger::new(true);
+        let mut ledger = Ledger::new(dead_letters_file.is_none());
         files::audit(&f, &mut ledger, &mut progress)?;
         let what = format!("{} input file(s) → {}", inputs.len(), records.display());
         (ledger, what)

@@ -5,6 +5,7 @@
 //! line is reported with its file, line number and reason and processing goes on (`--strict`
 //! stops instead). At the end of the input, calls still pending are closed as `--at-end` says.
 
+mod dead_letters;
 mod input;
 mod output;
 mod parallel;
@@ -69,6 +70,12 @@ struct Opts {
     /// refused
     #[arg(long, short = 'o', env = "TOOLCALLS_OUT", value_name = "FILE")]
     out: Option<PathBuf>,
+    /// Also write every input the run could not use — a line that is no event, an event the
+    /// correlator refuses, a line a native format's adapter cannot read — to this file, one
+    /// JSON object a line with its input, line (or event number), reason and error, as the
+    /// processor's dead-letter topic keeps them; `toolcalls audit --dead-letters` reads it
+    #[arg(long, env = "TOOLCALLS_DEAD_LETTERS", value_name = "FILE")]
+    dead_letters: Option<PathBuf>,
     /// Stop at the first bad line, or the first event the correlator refuses (exit code 2),
     /// instead of reporting it and going on
     #[arg(long, env = "TOOLCALLS_STRICT")]
@@ -87,6 +94,31 @@ struct Opts {
     /// thread by thread
     #[arg(long, short = 'j', env = "TOOLCALLS_THREADS", value_name = "N")]
     threads: Option<NonZeroUsize>,
+}
+
+/// A `--dead-letters` path that is standard output, an input or the records' file is refused.
+fn refuse_for_dead_letters(
+    path: &std::path::Path,
+    out: Option<&std::path::Path>,
+    inputs: &[PathBuf],
+) -> anyhow::Result<()> {
+    if path.as_os_str() == "-" {
+        bail!("--dead-letters takes a file, not `-`: standard output has the records");
+    }
+    crate::output_path::refuse_an_input("--dead-letters", path, inputs)?;
+    if let Some(out) = out.filter(|o| o.as_os_str() != "-") {
+        let same = out == path
+            || std::fs::canonicalize(out)
+                .ok()
+                .is_some_and(|o| std::fs::canonicalize(path).is_ok_and(|p| p == o));
+        if same {
+            bail!(
+                "--dead-letters {} is also the records' file (--out): give each a file of its own",
+                path.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The name and meaning of each of core's finish modes, as `--at-end` takes them.
@@ -126,6 +158,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         format,
         drop_ids,
         out,
+        dead_letters,
         strict,
         at_end,
         quiet,
@@ -141,6 +174,9 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
 
     if let Some(path) = &out {
         crate::output_path::refuse_an_input("--out", path, &args.files)?;
+    }
+    if let Some(path) = &dead_letters {
+        refuse_for_dead_letters(path, out.as_deref(), &args.files)?;
     }
     let mut sink: Box<dyn Write> = match out.as_deref().filter(|p| p.as_os_str() != "-") {
         Some(path) => Box::new(BufWriter::with_capacity(
@@ -172,6 +208,9 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         })
         .collect();
     let native = format.is_some();
+    let dead_letters = dead_letters
+        .map(|path| dead_letters::DeadLetters::create(&path, names.clone(), native))
+        .transpose()?;
     let reader = Reader::new(inputs, names.clone(), format, drop_ids);
     let setup = Setup {
         config,
@@ -181,11 +220,22 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         at_end,
     };
     let mut progress = Progress::new(!quiet && std::io::stderr().is_terminal());
-    let (summary, pending) = if threads == 1 {
-        serial::run(reader, &setup, &mut *sink, &mut progress)?
-    } else {
-        parallel::run(reader, &setup, threads, &mut *sink, &mut progress)?
+    let mut sinks = output::Sinks {
+        records: &mut *sink,
+        dead_letters,
     };
+    let ran = if threads == 1 {
+        serial::run(reader, &setup, &mut sinks, &mut progress)
+    } else {
+        parallel::run(reader, &setup, threads, &mut sinks, &mut progress)
+    };
+    // What was written before a --strict stop or an error is kept, as the records are.
+    let dead_letters = sinks
+        .dead_letters
+        .take()
+        .map(dead_letters::DeadLetters::finish);
+    let (summary, pending) = ran?;
+    dead_letters.transpose()?;
     sink.flush().context("cannot write the records")?;
     progress.done();
     if !quiet {

@@ -909,7 +909,7 @@ fn a_native_files_unreadable_lines_are_its_bad_lines() {
     let input = dir.join("hooks.jsonl");
     let text = std::fs::read_to_string(sample).unwrap();
     std::fs::write(&input, format!("{text}{{\"broken\nnot json\n")).unwrap();
-    let records = dir.join("records.jsonl");
+    let (records, dead) = (dir.join("records.jsonl"), dir.join("dead.jsonl"));
     let local = run(&[
         "local",
         "-f",
@@ -917,18 +917,40 @@ fn a_native_files_unreadable_lines_are_its_bad_lines() {
         s(&input),
         "-o",
         s(&records),
+        "--dead-letters",
+        s(&dead),
     ]);
     assert!(local.stderr.contains(", 2 bad lines,"), "{}", local.show());
-    let audit = run(&[
+    let audit_args = [
         "audit",
         "-f",
         "claude-code-hooks",
         s(&input),
         "-r",
         s(&records),
-    ]);
+    ];
+    let audit = run(&audit_args);
     assert_eq!(audit.code, 0, "{}", audit.show());
     assert!(audit.stdout.contains(", 2 bad lines"), "{}", audit.show());
+    // Its dead letters name the file, not a line: the adapter made no event of them to number.
+    let written = std::fs::read_to_string(&dead).unwrap();
+    assert_eq!(written.lines().count(), 2, "{written}");
+    for letter in written.lines() {
+        let d: serde_json::Value = serde_json::from_str(letter).unwrap();
+        assert_eq!(d["input"], s(&input), "{letter}");
+        assert_eq!(d["reason"], "unreadable", "{letter}");
+        assert!(
+            d.get("line").is_none() && d.get("event").is_none(),
+            "{letter}"
+        );
+    }
+    let audit = run(&[&audit_args[..], &["--dead-letters", s(&dead)]].concat());
+    assert_eq!(audit.code, 0, "{}", audit.show());
+    assert!(
+        audit.stdout.contains(", 2 dead letters,"),
+        "{}",
+        audit.show()
+    );
 }
 
 /// Copies `from` into a new topic `to` (keys, payloads, headers), leaving out the messages
@@ -1420,4 +1442,112 @@ fn a_file_named_twice_is_read_once_and_audits_clean() {
     let audit = run(&["audit", s(&input), s(&input), "--records", s(&records)]);
     assert_eq!(audit.code, 0, "{}", audit.show());
     assert!(audit.stderr.contains("read once"), "{}", audit.show());
+}
+
+/// A `toolcalls local` run's `--dead-letters` file names every input it could not use — an event
+/// the correlator refused (an id of another tool's call, facts past `--max-facts-bytes`), a line
+/// that is no event (not JSON, a lone surrogate in a name) — as the processor's dead-letter topic
+/// does, the same with one thread or two; given to the audit, it accounts for them and the run
+/// audits clean. Without it the refusals are discrepancies, and a bad line the file lacks is one.
+#[test]
+fn a_local_runs_dead_letters_account_for_what_it_refused() {
+    let dir = scratch_dir("local-dead-letters");
+    let reason = "r".repeat(400);
+    let lines = vec![
+        event("announce", "c1", 0, r#","tool":"T","args":{}"#),
+        event("announce", "c1", 10, r#","tool":"Other","args":{}"#),
+        "not json".to_owned(),
+        event(
+            "hook_decision",
+            "c1",
+            20,
+            &format!(r#","hook":"pre","decision":"allow","reason":"{reason}""#),
+        ),
+        event("completion", "c1", 30, r#","result":"ok""#),
+        event("announce", "c2", 40, r#","tool":"T","args":{}"#).replace(r#""x""#, r#""\ud800""#),
+    ];
+    let input = dir.join("events.jsonl");
+    write_lines(&input, &lines);
+    let mut files = Vec::new();
+    for threads in ["1", "2"] {
+        let records = dir.join(format!("records-{threads}.jsonl"));
+        let dead = dir.join(format!("dead-{threads}.jsonl"));
+        let local = run(&[
+            "local",
+            s(&input),
+            "-o",
+            s(&records),
+            "--dead-letters",
+            s(&dead),
+            "--max-facts-bytes",
+            "300",
+            "--threads",
+            threads,
+        ]);
+        assert_eq!(local.code, 0, "{}", local.show());
+        files.push((records, dead));
+    }
+    let (records, dead) = &files[0];
+    let written = std::fs::read_to_string(dead).unwrap();
+    assert_eq!(written, std::fs::read_to_string(&files[1].1).unwrap());
+    let letters: Vec<serde_json::Value> = written
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let said: Vec<(i64, &str)> = letters
+        .iter()
+        .map(|d| (d["line"].as_i64().unwrap(), d["reason"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        said,
+        [
+            (2, "conflicting_call_id"),
+            (3, "not_json"),
+            (4, "call_too_large"),
+            (6, "invalid_field")
+        ],
+        "{written}"
+    );
+    assert!(letters
+        .iter()
+        .all(|d| d["input"] == s(&input) && d["error"].as_str().is_some_and(|e| !e.is_empty())));
+
+    let audit = run(&[
+        "audit",
+        s(&input),
+        "-r",
+        s(records),
+        "--dead-letters",
+        s(dead),
+    ]);
+    assert_eq!(audit.code, 0, "{}", audit.show());
+    assert!(audit.stdout.contains("4 dead-lettered"), "{}", audit.show());
+    let without = run(&["audit", s(&input), "-r", s(records)]);
+    assert_eq!(without.code, 1, "{}", without.show());
+    assert!(
+        without.stdout.contains("refused     "),
+        "{}",
+        without.show()
+    );
+    // A dead-letter file that lacks a bad line does not account for it.
+    let short = dir.join("short.jsonl");
+    let kept: Vec<&str> = written
+        .lines()
+        .filter(|l| !l.contains("not_json"))
+        .collect();
+    std::fs::write(&short, kept.join("\n")).unwrap();
+    let audit = run(&[
+        "audit",
+        s(&input),
+        "-r",
+        s(records),
+        "--dead-letters",
+        s(&short),
+    ]);
+    assert_eq!(audit.code, 1, "{}", audit.show());
+    let want = format!(
+        "undecodable {}:3: not a valid event (not_json)",
+        input.display()
+    );
+    assert!(audit.stdout.contains(&want), "{want}: {}", audit.show());
 }

@@ -4,8 +4,9 @@
 //! skipped, lines counted from one), or a native format through its adapter (events numbered
 //! from one). Records name them by the path `toolcalls local` was given; a record naming the same
 //! file by another path (relative, absolute) is matched by its canonical path. A line that is not
-//! a valid event is counted as a bad line: `toolcalls local` reports it on stderr and has no
-//! dead-letter file.
+//! a valid event is counted as a bad line — `toolcalls local` reports it on stderr — unless the
+//! run's `--dead-letters` file is given: then that file accounts for bad lines and refused events
+//! as the processor's dead-letter topic does, and a bad line it does not name is a discrepancy.
 
 use super::ledger::{Content, InputKey, Ledger, Range};
 use super::progress::Progress;
@@ -21,6 +22,8 @@ pub struct Files<'a> {
     pub inputs: &'a [PathBuf],
     /// The records file; `-` is standard input.
     pub records: &'a Path,
+    /// The run's `--dead-letters` file.
+    pub dead_letters: Option<&'a Path>,
     /// `None`: v1 events; `Some(None)`: a native format detected per file; `Some(Some(f))`: `f`.
     pub format: Option<Option<Format>>,
     pub drop_ids: bool,
@@ -151,6 +154,10 @@ pub fn audit(
         ledger.add_record(record, &|| format!("{label}:{number}"), &mut resolve);
         progress.tick();
     }
+    if let Some(path) = files.dead_letters {
+        let native = files.format.is_some();
+        read_dead_letters(path, native, ledger, &mut resolve, progress)?;
+    }
     if let Some(file) = misread {
         let (records_read, audit_reads) = match files.format {
             None => ("by event, as a --format reads it", "by line, as v1 events"),
@@ -174,6 +181,57 @@ pub fn audit(
         ledger.input_done(n);
     }
     progress.clear();
+    Ok(())
+}
+
+/// The `--dead-letters` file of the run: each line a dead letter of the input it names, by line
+/// (v1) or by event number (`native`), or of no position (a line an adapter could not read).
+fn read_dead_letters(
+    path: &Path,
+    native: bool,
+    ledger: &mut Ledger,
+    resolve: &mut dyn FnMut(&InputKey) -> Option<u32>,
+    progress: &mut Progress,
+) -> anyhow::Result<()> {
+    #[derive(serde::Deserialize)]
+    struct DeadLetter {
+        input: String,
+        line: Option<i64>,
+        event: Option<i64>,
+        reason: String,
+    }
+    let label = path.display().to_string();
+    progress.stage(format!("dead letters {label}"), None);
+    let file = std::fs::File::open(path)
+        .with_context(|| format!("cannot open the dead-letter file {label}"))?;
+    for (i, line) in BufReader::new(file).lines().enumerate() {
+        let line = line.with_context(|| format!("cannot read {label}"))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let d: DeadLetter = serde_json::from_str(&line).with_context(|| {
+            format!(
+                "{label}:{}: not a dead letter of `toolcalls local --dead-letters`",
+                i + 1
+            )
+        })?;
+        let at = match (d.line, d.event, native) {
+            (Some(line), None, false) => Some((InputKey::Lines(d.input), line)),
+            (None, Some(event), true) => Some((InputKey::Events(d.input), event)),
+            (None, None, _) => None,
+            (Some(_), _, true) => bail!("{label}:{}: the dead letters name lines, as a v1 run writes them, but the audit reads the inputs through --format: give the --format the `toolcalls local` run was given", i + 1),
+            (_, Some(_), _) => bail!("{label}:{}: the dead letters name events, as a run with --format writes them, but the audit reads the inputs as v1 events: give the --format the `toolcalls local` run was given", i + 1),
+        };
+        match at {
+            Some((key, offset)) => {
+                let pos = resolve(&key).map(|n| (n, offset));
+                ledger.add_dead_letter(pos, &d.reason);
+            }
+            // A line an adapter could not read: its bad line is counted when the input is read.
+            None => ledger.counts.dead_letters += 1,
+        }
+        progress.tick();
+    }
     Ok(())
 }
 

@@ -291,7 +291,7 @@ impl fmt::Display for Discrepancy {
             ),
             Discrepancy::Refused { at, event, record } => write!(
                 f,
-                "refused     {at}: {event} names the call id of record {record}, of another tool: the correlator refused it (conflicting_call_id), and `toolcalls local` keeps such an event in no output (the processor dead-letters it)"
+                "refused     {at}: {event} names the call id of record {record}, of another tool: the correlator refused it (conflicting_call_id) and it is not dead-lettered (`toolcalls local` writes it to its --dead-letters file: give that file to the audit)"
             ),
             Discrepancy::MixedIds { record } => write!(
                 f,

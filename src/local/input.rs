@@ -2,6 +2,7 @@
 //! native format, the events its adapter reads from each file in chunks; and the decoding of a
 //! chunk into events, each with the tag, line and position it came from.
 
+use super::dead_letters::DeadLetter;
 use super::output::Note;
 use anyhow::Context;
 use std::io::Read;
@@ -105,8 +106,6 @@ pub(super) enum Item {
 pub(super) struct Located {
     /// Orders the items of a chunk (and what they cause).
     pub tag: u32,
-    /// The line (v1) or the 0-based event number (a native format), for messages.
-    pub line: usize,
     pub pos: Position,
     pub event: Event,
 }
@@ -375,7 +374,6 @@ pub(super) fn line_item(
     match Event::decode(line_text) {
         Ok(event) => Item::Event(Located {
             tag,
-            line,
             pos: Position::new(topic, line as i64),
             event,
         }),
@@ -384,6 +382,12 @@ pub(super) fn line_item(
             text: format!("{name}:{line}: {e} [{}]", e.reason()),
             fatal: strict
                 .then(|| format!("{name}:{line}: bad input; stopping because of --strict")),
+            dead: DeadLetter {
+                input: topic,
+                offset: Some(line as i64),
+                reason: e.reason().into(),
+                error: e.to_string(),
+            },
         }),
     }
 }
@@ -421,17 +425,23 @@ pub(super) fn each_item<E>(
         } => {
             for e in errors {
                 let fatal = strict.then(|| format!("{e}; stopping because of --strict"));
+                let dead = DeadLetter {
+                    input: topic,
+                    offset: None,
+                    reason: "unreadable".into(),
+                    error: e.clone(),
+                };
                 each(Item::Bad(Note {
                     tag: 0,
                     text: e,
                     fatal,
+                    dead,
                 }))?;
             }
             for (i, event) in events.into_iter().enumerate() {
                 let line = first + i;
                 each(Item::Event(Located {
                     tag: i as u32 + 1,
-                    line,
                     pos: Position::new(topic, line as i64),
                     event,
                 }))?;

@@ -1,7 +1,9 @@
 //! What a thread produces for one chunk of input — encoded records and messages, each tagged
 //! with the input line that made it — and how the chunk's outputs are written: records merged
-//! back into input order on the output, messages on stderr, up to the first `--strict` stop.
+//! back into input order on the output, messages on stderr (and what they are about in the
+//! `--dead-letters` file), up to the first `--strict` stop.
 
+use super::dead_letters::{DeadLetter, DeadLetters};
 use crate::say::say;
 use anyhow::{anyhow, Context};
 use std::io::{self, IoSlice, Write};
@@ -13,6 +15,14 @@ pub(super) struct Note {
     pub text: String,
     /// Under `--strict`: the error the run ends with, after `text`.
     pub fatal: Option<String>,
+    /// The input it is about, for the `--dead-letters` file.
+    pub dead: DeadLetter,
+}
+
+/// Where a run's outputs go: the records, and what it could not use when `--dead-letters` asks.
+pub(super) struct Sinks<'a> {
+    pub records: &'a mut dyn Write,
+    pub dead_letters: Option<DeadLetters>,
 }
 
 /// One thread's output for one chunk of input.
@@ -53,7 +63,7 @@ impl Out {
 ///
 /// The messages go through the redaction's patterns: a bad line's message quotes the line.
 pub(super) fn write_chunk(
-    sink: &mut dyn Write,
+    sinks: &mut Sinks<'_>,
     mut notes: Vec<Note>,
     outs: &mut [Out],
     redaction: &Redaction,
@@ -64,9 +74,12 @@ pub(super) fn write_chunk(
     notes.sort_by_key(|n| n.tag); // stable: each thread's notes keep their order
     let stop = notes.iter().position(|n| n.fatal.is_some());
     let cut = stop.map_or(u32::MAX, |i| notes[i].tag);
-    write_records(sink, outs, cut)?;
+    write_records(sinks.records, outs, cut)?;
     for note in &notes[..stop.map_or(notes.len(), |i| i + 1)] {
         say!("{}", redaction.in_text(&note.text));
+        if let Some(file) = sinks.dead_letters.as_mut() {
+            file.write(&note.dead, redaction)?;
+        }
         if let Some(fatal) = &note.fatal {
             return Err(anyhow!("{}", redaction.in_text(fatal)));
         }

@@ -29,7 +29,7 @@
 use super::input::{
     each_item, is_blank, line_item, lines, Chunk, Item, LineChunk, Located, Reader,
 };
-use super::output::{write_chunk, Note, Out};
+use super::output::{write_chunk, Note, Out, Sinks};
 use super::placement::Placement;
 use super::progress::Progress;
 use super::summary::Summary;
@@ -37,7 +37,6 @@ use super::worker::{Setup, Worker};
 use anyhow::anyhow;
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::io::Write;
 use std::ops::Range;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use toolcalls_model::record::Origin;
@@ -150,7 +149,7 @@ pub(super) fn run(
     reader: Reader,
     setup: &Setup,
     threads: usize,
-    sink: &mut dyn Write,
+    sinks: &mut Sinks<'_>,
     progress: &mut Progress,
 ) -> anyhow::Result<(Summary, Vec<ToolCallRecord>)> {
     let shared = Arc::new(Shared {
@@ -183,7 +182,7 @@ pub(super) fn run(
                     .spawn_scoped(s, move || work(me, shared, setup))
             })
             .collect::<Result<_, _>>()?;
-        let written = write(&shared, sink, progress, &setup.redaction);
+        let written = write(&shared, sinks, progress, &setup.redaction);
         if written.is_err() {
             shared.stop();
         }
@@ -217,7 +216,7 @@ pub(super) fn run(
         out.records.iter_mut().for_each(|r| r.0 = w);
         out.notes.iter_mut().for_each(|n| n.tag = w);
     }
-    write_chunk(sink, Vec::new(), &mut ends, &setup.redaction)?;
+    write_chunk(sinks, Vec::new(), &mut ends, &setup.redaction)?;
     // Oldest first, as one correlator lists them: by the input position of their first event.
     pending.sort_by_key(first_position);
     pending.truncate(20);
@@ -437,7 +436,7 @@ fn split(chunk: Chunk, setup: &Setup, placement: &mut Placement) -> (Vec<Share>,
 /// number of bad lines.
 fn write(
     shared: &Shared,
-    sink: &mut dyn Write,
+    sinks: &mut Sinks<'_>,
     progress: &mut Progress,
     redaction: &Redaction,
 ) -> anyhow::Result<u64> {
@@ -469,7 +468,7 @@ fn write(
         let mut outs: Vec<Out> = slot.outs.into_iter().flatten().collect();
         bad_lines += slot.bad_lines;
         events += outs.iter().map(|o| o.events).sum::<u64>();
-        write_chunk(sink, slot.notes, &mut outs, redaction)?;
+        write_chunk(sinks, slot.notes, &mut outs, redaction)?;
         progress.tick(events);
         let mut st = shared.lock();
         for (spare, mut out) in st.spare.iter_mut().zip(outs) {

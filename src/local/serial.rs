@@ -2,11 +2,10 @@
 //! writes in turn — the input in its order, records as they come.
 
 use super::input::{each_item, Reader};
-use super::output::{write_chunk, Out};
+use super::output::{write_chunk, Out, Sinks};
 use super::progress::Progress;
 use super::summary::Summary;
 use super::worker::{Setup, Worker};
-use std::io::Write;
 use toolcalls_model::ToolCallRecord;
 
 /// Runs the input through one correlator; returns the summary and (for `--at-end keep`) the
@@ -14,7 +13,7 @@ use toolcalls_model::ToolCallRecord;
 pub(super) fn run(
     mut reader: Reader,
     setup: &Setup,
-    sink: &mut dyn Write,
+    sinks: &mut Sinks<'_>,
     progress: &mut Progress,
 ) -> anyhow::Result<(Summary, Vec<ToolCallRecord>)> {
     let mut worker = Worker::new(setup);
@@ -26,20 +25,20 @@ pub(super) fn run(
             worker.take(item, &mut out)
         });
         // A stop is in the notes: writing them returns its error.
-        write(sink, &mut out, setup)?;
+        write(sinks, &mut out, setup)?;
         progress.tick(worker.summary.events);
     }
     out.clear();
     let _stopped = worker.finish(&mut out);
-    write(sink, &mut out, setup)?;
+    write(sinks, &mut out, setup)?;
     let pending = worker.pending(20);
     Ok((std::mem::take(&mut worker.summary), pending))
 }
 
 /// Writes the one thread's output of a chunk.
-fn write(sink: &mut dyn Write, out: &mut Out, setup: &Setup) -> anyhow::Result<()> {
+fn write(sinks: &mut Sinks<'_>, out: &mut Out, setup: &Setup) -> anyhow::Result<()> {
     write_chunk(
-        sink,
+        sinks,
         Vec::new(),
         std::slice::from_mut(out),
         &setup.redaction,

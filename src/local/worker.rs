@@ -2,11 +2,12 @@
 //! their outcomes, name, redact and encode the records it publishes — into an [`Out`] per
 //! chunk, each record and message tagged with the input line that caused it.
 
+use super::dead_letters::DeadLetter;
 use super::input::{Item, Located};
 use super::output::{Note, Out};
 use super::summary::Summary;
 use std::sync::Arc;
-use toolcalls_core::{Config, Correlator, Effects, FinishMode, Outcome};
+use toolcalls_core::{Config, Correlator, Effects, FinishMode, Outcome, Position};
 use toolcalls_model::record::{FileEvents, FileLines, Origin};
 use toolcalls_model::redact::Redaction;
 use toolcalls_model::{Phase, ToolCallRecord};
@@ -36,6 +37,15 @@ pub(super) struct InputNames {
 impl InputNames {
     fn get(&self, topic: u16) -> &str {
         self.names.get(usize::from(topic)).map_or("?", |name| name)
+    }
+
+    /// The line, or the 1-based event number, at `pos`, as the records' provenance says it.
+    fn number(&self, pos: Position) -> i64 {
+        if self.native {
+            pos.offset + 1
+        } else {
+            pos.offset
+        }
     }
 
     fn name(&self, record: &mut ToolCallRecord) {
@@ -95,23 +105,18 @@ impl<'a> Worker<'a> {
         }
     }
 
-    /// Applies an event (tagged `tag` in its chunk, from line `line` of its input) and writes
-    /// what it publishes to `out`.
+    /// Applies an event (tagged `tag` in its chunk, from position `pos` of the input) and
+    /// writes what it publishes to `out`.
     pub fn apply(
         &mut self,
-        Located {
-            tag,
-            line,
-            pos,
-            event,
-        }: Located,
+        Located { tag, pos, event }: Located,
         out: &mut Out,
     ) -> Result<(), Stop> {
         self.summary.events += 1;
         out.events += 1;
         let outcome = self.correlator.apply(event, pos, &mut self.effects);
         if outcome != Outcome::Held {
-            self.account(tag, self.setup.names.get(pos.topic), line, outcome, out)?;
+            self.account(tag, pos, outcome, out)?;
         }
         self.account_released(tag, out)?;
         self.write_records(tag, out);
@@ -141,13 +146,12 @@ impl<'a> Worker<'a> {
         self.correlator.pending_views().take(n).collect()
     }
 
-    /// Counts what became of the event at `name`:`line`; a refusal is reported (and ends the
-    /// run under `--strict`).
+    /// Counts what became of the event at `pos`; a refusal is reported (and ends the run under
+    /// `--strict`).
     fn account(
         &mut self,
         tag: u32,
-        name: &str,
-        line: usize,
+        pos: Position,
         outcome: Outcome,
         out: &mut Out,
     ) -> Result<(), Stop> {
@@ -155,15 +159,23 @@ impl<'a> Worker<'a> {
         if let Outcome::Rejected(reason) = outcome {
             self.summary.rejected.add(reason, 1);
             let strict = self.setup.strict;
+            let names = &self.setup.names;
+            let (name, line) = (names.get(pos.topic), names.number(pos));
+            let explained = toolcalls_core::refusal_explained(reason);
             out.notes.push(Note {
                 tag,
                 text: format!(
-                    "{name}:{line}: event refused by the correlator ({reason}): {}",
-                    toolcalls_core::refusal_explained(reason)
+                    "{name}:{line}: event refused by the correlator ({reason}): {explained}"
                 ),
                 fatal: strict.then(|| {
                     format!("{name}:{line}: event refused ({reason}); stopping because of --strict")
                 }),
+                dead: DeadLetter {
+                    input: pos.topic,
+                    offset: Some(pos.offset),
+                    reason: reason.into(),
+                    error: format!("event refused by the correlator: {explained}"),
+                },
             });
             if strict {
                 return Err(Stop);
@@ -176,8 +188,7 @@ impl<'a> Worker<'a> {
     fn account_released(&mut self, tag: u32, out: &mut Out) -> Result<(), Stop> {
         let mut released = std::mem::take(&mut self.effects.released);
         for r in released.drain(..) {
-            let name = self.setup.names.get(r.pos.topic);
-            self.account(tag, name, r.pos.offset as usize, r.outcome, out)?;
+            self.account(tag, r.pos, r.outcome, out)?;
         }
         self.effects.released = released;
         Ok(())
