@@ -519,3 +519,34 @@ fn notes_of_dropped_sessions_are_bounded() {
         }
     }
 }
+
+/// A fact that names only its tool has no checksum, so no repeat key: a copy of it is found by
+/// the pending call that took it, and is that call's repeat however far behind the session's
+/// clock it is stamped — not an event too old to tell from a copy of a forgotten call.
+#[test]
+fn an_old_copy_of_a_fact_its_pending_call_holds_is_a_duplicate() {
+    let window = config().dedupe_window_ms as i64;
+    let mut h = Harness::new();
+    let approval = || {
+        let mut e = ev("s").at(0).approval(ApprovalDecision::Approved, None);
+        if let EventBody::Approval(a) = &mut e.body {
+            a.tool = Some("cat".into());
+        }
+        e
+    };
+    assert_eq!(h.apply(approval()), Outcome::Pending);
+    assert_eq!(
+        h.apply(ev("s").at(100).announce("cat", json!({"x": 1}))),
+        Outcome::Pending
+    );
+    let far = 100 + window + 10;
+    assert_eq!(
+        h.apply(ev("s").at(far).announce("other", json!({}))),
+        Outcome::Pending
+    );
+    assert_eq!(h.apply(approval()), Outcome::Duplicate);
+    h.apply(ev("s").at(far + 1).done_tool("cat", json!("ok")));
+    let record = h.one();
+    assert_eq!(listed(&record), [0, 1, 3, 4], "the copy is listed");
+    assert_eq!(record.correlation.duplicates, 1);
+}

@@ -87,9 +87,6 @@ impl Correlator {
                 None => return Outcome::Late,
             }
         }
-        if self.older_than_remembered(ix, time) {
-            return Outcome::Late;
-        }
         let hints = Hints {
             call_id: env.call_id.as_ref().map(CallId::as_str),
             turn: env.turn.as_ref().map(TurnId::as_str),
@@ -104,8 +101,10 @@ impl Correlator {
             fact: Some(&fact),
             last_resort: false,
         };
-        if let Some(link) = self.find_call(ix, &hints) {
-            // The calls that lack the fact are preferred: one that holds it took a copy of it.
+        let link = self.find_call(ix, &hints);
+        // The calls that lack the fact are preferred: one that holds it took a copy of it, however
+        // old the copy (a fact without a checksum has no repeat key to find it by).
+        if let Some(link) = &link {
             if self
                 .entries
                 .call(link.seq)
@@ -113,6 +112,11 @@ impl Correlator {
             {
                 return self.repeat_of_fact(link.seq, time);
             }
+        }
+        if self.older_than_remembered(ix, time) {
+            return Outcome::Late;
+        }
+        if let Some(link) = link {
             if self.over_budget(link.seq, &fact, env.attributes.as_ref()) {
                 return Outcome::Rejected(TOO_LARGE);
             }
