@@ -1551,3 +1551,196 @@ fn a_local_runs_dead_letters_account_for_what_it_refused() {
     );
     assert!(audit.stdout.contains(&want), "{want}: {}", audit.show());
 }
+
+/// Retries collapsed by an idempotency key: a result of an attempt whose record lists another
+/// attempt's is late when the correlator takes it as late — once an attempt succeeded, when it
+/// says what a listed result says, when its attempt came before the one answered — and each run
+/// audits clean. A records file that lost the revision carrying a later attempt's success does
+/// not: that result is missing.
+#[test]
+fn a_retrys_result_is_late_or_missing_as_the_attempts_say() {
+    let dir = scratch_dir("retries");
+    let keyed = r#","tool":"pay","args":{"a":1},"sideEffects":{"level":"write","idempotent":false,"idempotencyKey":"k1"}"#;
+    let announce = |id: &str, ms| event("announce", id, ms, keyed);
+    let result = |id: &str, ms, says: &str, error: bool| {
+        let extra = format!(r#","result":"{says}","isError":{error}"#);
+        event("completion", id, ms, &extra)
+    };
+    let runs = [
+        // Failed, then succeeded: the success is the outcome (revision 3).
+        [
+            announce("c1", 0),
+            result("c1", 1, "fail", true),
+            announce("c2", 2),
+            result("c2", 3, "ok", false),
+        ],
+        // Failed the same way twice: the second result is late.
+        [
+            announce("c1", 0),
+            result("c1", 1, "E", true),
+            announce("c2", 2),
+            result("c2", 3, "E", true),
+        ],
+        // The retry's result before the first attempt's: the first attempt's is late.
+        [
+            announce("c1", 0),
+            announce("c2", 1),
+            result("c2", 2, "B", true),
+            result("c1", 3, "A", true),
+        ],
+        // Succeeded, then a retry's "already done": late.
+        [
+            announce("c1", 0),
+            result("c1", 1, "ok", false),
+            announce("c2", 2),
+            result("c2", 3, "already done", false),
+        ],
+    ];
+    for (i, lines) in runs.iter().enumerate() {
+        let run_dir = dir.join(i.to_string());
+        std::fs::create_dir_all(&run_dir).unwrap();
+        let (input, records, local) = local_run(&run_dir, lines);
+        assert_eq!(local.code, 0, "{}", local.show());
+        let audit = run(&["audit", s(&input), "-r", s(&records)]);
+        assert_eq!(audit.code, 0, "run {i}: {}", audit.show());
+        if i > 0 {
+            assert!(
+                audit.stdout.contains("1 late for their record"),
+                "run {i}: {}",
+                audit.show()
+            );
+        }
+    }
+    // The first run's records without its last revision.
+    let input = dir.join("0/events.jsonl");
+    let all = std::fs::read_to_string(dir.join("0/records.jsonl")).unwrap();
+    assert_eq!(all.lines().count(), 3, "{all}");
+    let cut = dir.join("cut.jsonl");
+    std::fs::write(
+        &cut,
+        all.lines()
+            .take(2)
+            .map(|l| format!("{l}\n"))
+            .collect::<String>(),
+    )
+    .unwrap();
+    let audit = run(&["audit", s(&input), "-r", s(&cut)]);
+    assert_eq!(audit.code, 1, "{}", audit.show());
+    let want = format!("missing     {}:4: completion", input.display());
+    assert!(audit.stdout.contains(&want), "{want}: {}", audit.show());
+}
+
+/// What a record lists must fit it: events of its own thread (Codex exec numbers its calls per
+/// thread), and, without a call id, of its own tool, with one result; and a record names its
+/// source and session. Records moved, merged or stripped that way are named.
+#[test]
+fn events_put_in_a_record_they_do_not_fit_are_named() {
+    let dir = scratch_dir("fit");
+    let at = |thread: &str, kind: &str, id: &str, ms: i64, extra: &str| {
+        event(kind, id, ms, extra).replace(
+            r#""session":"x""#,
+            &format!(r#""session":"x","thread":"{thread}""#),
+        )
+    };
+    let lines = vec![
+        at("t1", "announce", "item_0", 0, r#","tool":"ls","args":{}"#),
+        at("t1", "completion", "item_0", 1, r#","result":"a""#),
+        at("t2", "announce", "item_0", 2, r#","tool":"ls","args":{}"#),
+        at("t2", "completion", "item_0", 3, r#","result":"b""#),
+        event("announce", "", 4, r#","tool":"cat","args":{"f":1}"#).replace(r#""callId":"","#, ""),
+        event("completion", "", 5, r#","tool":"cat","result":"c""#).replace(r#""callId":"","#, ""),
+        event("announce", "", 6, r#","tool":"rm","args":{"f":2}"#).replace(r#""callId":"","#, ""),
+        event("completion", "", 7, r#","tool":"rm","result":"d""#).replace(r#""callId":"","#, ""),
+    ];
+    let (input, records, local) = local_run(&dir, &lines);
+    assert_eq!(local.code, 0, "{}", local.show());
+    let clean = run(&["audit", s(&input), "-r", s(&records)]);
+    assert_eq!(clean.code, 0, "{}", clean.show());
+    let mut by_line: Vec<serde_json::Value> = std::fs::read_to_string(&records)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    by_line.sort_by_key(|r| r["provenance"][0]["lines"][0].as_i64());
+    let write = |name: &str, records: &[serde_json::Value]| {
+        let path = dir.join(name);
+        let text: String = records.iter().map(|r| format!("{r}\n")).collect();
+        std::fs::write(&path, text).unwrap();
+        run(&["audit", s(&input), "-r", s(&path), "--max-report", "0"])
+    };
+    let lines_of = |r: &mut serde_json::Value, lines: &[i64]| {
+        r["provenance"] = serde_json::json!([{"file": s(&input), "lines": lines}]);
+    };
+
+    // Thread t2's call put into thread t1's record.
+    let mut merged = vec![by_line[0].clone(), by_line[2].clone(), by_line[3].clone()];
+    lines_of(&mut merged[0], &[1, 2, 3, 4]);
+    let audit = write("threads.jsonl", &merged);
+    assert_eq!(audit.code, 1, "{}", audit.show());
+    let want = format!("scope       {}:3:", input.display());
+    assert!(audit.stdout.contains(&want), "{want}: {}", audit.show());
+
+    // The rm call's result put into the cat call's record, and the rm record dropped.
+    let mut swapped = vec![by_line[0].clone(), by_line[1].clone(), by_line[2].clone()];
+    lines_of(&mut swapped[2], &[5, 6, 8]);
+    let audit = write("tools.jsonl", &swapped);
+    assert_eq!(audit.code, 1, "{}", audit.show());
+    let want = format!("other tool  {}:8:", input.display());
+    assert!(audit.stdout.contains(&want), "{want}: {}", audit.show());
+    assert!(
+        audit.stdout.contains("two results record"),
+        "{}",
+        audit.show()
+    );
+
+    // A record that names no session: its checks cannot be made, which is itself named.
+    let mut nameless = by_line.clone();
+    nameless[1]["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("session");
+    let audit = write("nameless.jsonl", &nameless);
+    assert_eq!(audit.code, 1, "{}", audit.show());
+    assert!(
+        audit.stdout.contains("names no source or no session"),
+        "{}",
+        audit.show()
+    );
+}
+
+/// The record id of a call without an id derives from its position, numbered by the order the
+/// run was given its files: audited in another order, or one file alone, the run is still clean.
+#[test]
+fn files_audited_in_another_order_than_local_read_them_audit_clean() {
+    let dir = scratch_dir("order");
+    let idless = |ms: i64, tool: &str| {
+        [
+            event(
+                "announce",
+                "",
+                ms,
+                &format!(r#","tool":"{tool}","args":{{}}"#),
+            ),
+            event(
+                "completion",
+                "",
+                ms + 1,
+                &format!(r#","tool":"{tool}","result":"r""#),
+            ),
+        ]
+        .map(|e| e.replace(r#""callId":"","#, ""))
+    };
+    let (a, b) = (dir.join("a.jsonl"), dir.join("b.jsonl"));
+    write_lines(&a, &idless(0, "ls"));
+    write_lines(
+        &b,
+        &idless(10, "cat").map(|e| e.replace(r#""session":"x""#, r#""session":"y""#)),
+    );
+    let records = dir.join("records.jsonl");
+    let local = run(&["local", s(&a), s(&b), "-o", s(&records)]);
+    assert_eq!(local.code, 0, "{}", local.show());
+    for files in [vec![s(&b), s(&a)], vec![s(&b)]] {
+        let audit = run(&[&["audit"], &files[..], &["-r", s(&records)]].concat());
+        assert_eq!(audit.code, 0, "{files:?}: {}", audit.show());
+    }
+}

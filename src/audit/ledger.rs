@@ -67,6 +67,8 @@ struct Input {
     core: (u16, i64),
     /// The input was read (to the end of its range).
     read: bool,
+    /// Its input number was learned from a record's key (`learn_input_number`).
+    numbered: bool,
 }
 
 /// What kind of claim a record makes.
@@ -82,11 +84,18 @@ struct RecordInfo {
     latest: u32,
     /// A hash of the first copy of the latest revision.
     content: u64,
-    /// [`scope_of`] its source and session: every event a record merges is of its scope.
+    /// [`scope_of`] its source, session and thread: every event a record merges is of its
+    /// scope.
     /// `None` for an event held in the reorder window, which no record holds yet.
     scope: Option<u64>,
     /// Its phase carries a result (`Succeeded`, `Failed`): it merged a completion.
     has_result: bool,
+    /// Its phase is `Succeeded`: any later attempt's result is late for it.
+    succeeded: bool,
+    /// What the first result without a call id it lists says ([`result_says`]), and whether one
+    /// that says something else followed.
+    idless_result: Option<u64>,
+    two_results: bool,
     /// The kinds of the events it lists that the inputs showed: [`ANNOUNCE`], [`COMPLETION`].
     merged: u8,
     /// It lists a position the audit does not read (another input, past a range, nothing
@@ -206,6 +215,16 @@ pub enum Discrepancy {
     MixedIds { record: RecordId },
     /// A record whose phase says it holds a result while none of its events is a completion.
     NoResult { record: RecordId },
+    /// An event without a call id, naming another tool than its record's: the correlator links
+    /// such an event by its checksum or its tool name, never to another tool's call.
+    OtherTool {
+        at: String,
+        record: RecordId,
+        tool: String,
+    },
+    /// A record that lists results without a call id that say different things, and collapsed
+    /// no retries: without an id, a result's copy says what it says.
+    TwoResults { record: RecordId },
 }
 
 impl fmt::Display for Discrepancy {
@@ -301,6 +320,14 @@ impl fmt::Display for Discrepancy {
                 f,
                 "no result   record {record}: its phase says it has a result, but none of the events it lists is a completion"
             ),
+            Discrepancy::OtherTool { at, record, tool } => write!(
+                f,
+                "other tool  {at}: named by record {record}, but the event there, without a call id, is about tool {tool}, not the record's"
+            ),
+            Discrepancy::TwoResults { record } => write!(
+                f,
+                "two results record {record}: lists results without a call id that say different things, and collapsed no retries (correlation.attempts 1): another call's result was put in it"
+            ),
         }
     }
 }
@@ -348,11 +375,43 @@ pub struct Ledger {
     identities: Map<u64, u32>,
     /// Input events nothing claims, resolved at the end.
     unclaimed: Vec<Unclaimed>,
+    /// Per record and call id (its by-id identity), the announce and results it lists: which of
+    /// a call's attempts (collapsed retries) it holds a result of.
+    attempts: Map<(u32, u64), Attempt>,
     /// Whether an input that is not a valid event counts as a bad line (files: `toolcalls local`
     /// reports them and goes on) or must be dead-lettered (topics).
     bad_lines_expected: bool,
     pub counts: Counts,
     pub discrepancies: Vec<Discrepancy>,
+}
+
+/// One attempt of a call (its call id) as its record lists it.
+#[derive(Default)]
+struct Attempt {
+    /// Where its announce is.
+    announce: Option<Pos>,
+    /// What each of its results listed says ([`result_says`]).
+    results: Vec<u64>,
+}
+
+impl Attempt {
+    fn listed(&mut self, pos: Pos, event: &Event) {
+        match &event.body {
+            EventBody::Announce(_) => {
+                self.announce = Some(self.announce.map_or(pos, |a| a.min(pos)))
+            }
+            EventBody::Completion(c) => self.results.push(result_says(c)),
+            _ => {}
+        }
+    }
+}
+
+/// A hash of what a result says: error or not, cancelled or not, its output.
+fn result_says(c: &toolcalls_model::Completion) -> u64 {
+    let mut h = std::hash::DefaultHasher::new();
+    (c.is_error, c.cancelled).hash(&mut h);
+    c.result.as_ref().map(|r| r.as_str()).hash(&mut h);
+    h.finish()
 }
 
 /// An input event nothing claims: its identity, kind bit, a description and the record it
@@ -367,6 +426,8 @@ struct Unclaimed {
     /// For a fact with a call id, what it says ([`identities`]).
     says: Option<u64>,
     kind: u8,
+    /// For a result with a call id, what it says ([`result_says`]).
+    result: Option<u64>,
     event: String,
     expected: Option<RecordId>,
 }
@@ -389,6 +450,7 @@ impl Ledger {
             dead: Map::default(),
             identities: Map::default(),
             unclaimed: Vec::new(),
+            attempts: Map::default(),
             bad_lines_expected,
             counts: Counts::default(),
             discrepancies: Vec::new(),
@@ -407,6 +469,7 @@ impl Ledger {
             range,
             core,
             read: false,
+            numbered: false,
         });
         n
     }
@@ -472,6 +535,19 @@ impl Ledger {
         text.trim_ascii_end().hash(&mut h);
         let content = h.finish();
         let (id, revision) = (head.metadata.name, head.metadata.revision);
+        let why = if head.metadata.scope().is_none() {
+            Some("its metadata names no source or no session: every record names both")
+        } else if revision == 0 {
+            Some("its revision is 0: a record's revisions count from 1")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            self.discrepancies.push(Discrepancy::BadRecord {
+                at: at(),
+                why: why.to_owned(),
+            });
+        }
         let record = match self.by_id.get(&id) {
             Some(&n) => {
                 let info = &mut self.records[n as usize];
@@ -508,15 +584,61 @@ impl Ledger {
         };
         if revision == self.records[record as usize].latest {
             let info = &mut self.records[record as usize];
-            info.has_result = head.status.is_some_and(|s| has_result(s.phase));
+            info.has_result = head.status.as_ref().is_some_and(|s| has_result(s.phase));
             info.collapsed = head.correlation.as_ref().is_some_and(|c| c.attempts > 1);
-            info.unlisted = head.correlation.map_or(0, |c| unlisted(c.duplicates));
+            info.unlisted = head
+                .correlation
+                .as_ref()
+                .map_or(0, |c| unlisted(c.duplicates));
+            info.succeeded = head.status.is_some_and(|s| s.phase == Phase::Succeeded);
             info.tool = head
                 .spec
                 .and_then(|s| s.tool_ref)
                 .map(|t| text_hash(&t.name));
         }
         self.claim_all(record, revision, &head.provenance, at, resolve);
+        if let Some(key) = head.correlation.as_ref().and_then(|c| c.key.as_deref()) {
+            self.learn_input_number(key, &head.provenance);
+        }
+    }
+
+    /// An id-less call's record key is `@<input>:<offset>` of the event that opened it, the input
+    /// numbered as the run numbered its files — the order it was given them, which need not be
+    /// the audit's. The file that lists a position at that offset is that input, unless another
+    /// record said otherwise first (then this record's id does not derive, and says so).
+    fn learn_input_number(&mut self, key: &str, provenance: &Provenance) {
+        let Some((number, offset)) = key
+            .strip_prefix('@')
+            .and_then(|k| k.split_once(':'))
+            .and_then(|(n, o)| Some((n.parse::<u16>().ok()?, o.parse::<i64>().ok()?)))
+        else {
+            return;
+        };
+        let mut found = None;
+        for origin in &provenance.0 {
+            let key = match origin {
+                Origin::Lines(f) => InputKey::Lines(f.file.to_string()),
+                Origin::Events(f) => InputKey::Events(f.file.to_string()),
+                _ => continue,
+            };
+            let Some(&n) = self.by_key.get(&key) else {
+                continue;
+            };
+            let shift = self.inputs[n as usize].core.1;
+            if origin.positions().iter().any(|&p| p + shift == offset) {
+                if found.is_some_and(|f| f != n) {
+                    return; // two files could be it
+                }
+                found = Some(n);
+            }
+        }
+        if let Some(n) = found {
+            let input = &mut self.inputs[n as usize];
+            if !input.numbered {
+                input.core.0 = number;
+                input.numbered = true;
+            }
+        }
     }
 
     /// A call or waiting result still pending (the changelog's state), as the query API shows it.
@@ -528,7 +650,8 @@ impl Ledger {
     ) {
         self.counts.pending_calls += 1;
         let meta = &pending.metadata;
-        let scope = scope_of(meta.source.as_str(), meta.session.as_str());
+        let thread = meta.thread.as_ref().map(|t| t.as_str());
+        let scope = scope_of(meta.source.as_str(), meta.session.as_str(), thread);
         let record = self.new_record(pending.id(), Kind::Pending, 0, 0, Some(scope));
         let info = &mut self.records[record as usize];
         info.has_result = has_result(pending.status.phase);
@@ -566,6 +689,9 @@ impl Ledger {
             content,
             scope,
             has_result: false,
+            succeeded: false,
+            idless_result: None,
+            two_results: false,
             merged: 0,
             partial: scope.is_none(),
             id_derived: false,
@@ -714,13 +840,28 @@ impl Ledger {
                         info.last = Some((pos.0, pos.1, event.time.millis()));
                     }
                     let (source, session) = (event.source.as_str(), event.session.as_str());
-                    if scope.is_some_and(|scope| scope != scope_of(source, session)) {
+                    let thread = event.thread.as_ref().map(|t| t.as_str());
+                    if scope.is_some_and(|scope| scope != scope_of(source, session, thread)) {
                         self.discrepancies.push(Discrepancy::OtherScope {
                             at: self.show(pos),
                             record: id,
                             source: source.to_owned(),
-                            session: session.to_owned(),
+                            session: match thread {
+                                Some(t) => format!("{session} thread={t}"),
+                                None => session.to_owned(),
+                            },
                         });
+                    }
+                    if event.call_id.is_none() {
+                        self.check_idless(pos, claim.record, event);
+                    }
+                    if let (Some(id), EventBody::Announce(_) | EventBody::Completion(_)) =
+                        (identities(event)[0], &event.body)
+                    {
+                        self.attempts
+                            .entry((claim.record, id))
+                            .or_default()
+                            .listed(pos, event);
                     }
                 }
                 // The record and this reading of the input disagree on what is there.
@@ -765,6 +906,10 @@ impl Ledger {
                     (Some(_), EventBody::Announce(a)) => Some(text_hash(&a.tool)),
                     _ => None,
                 };
+                let result = match (&event.call_id, &event.body) {
+                    (Some(_), EventBody::Completion(c)) => Some(result_says(c)),
+                    _ => None,
+                };
                 self.unclaimed.push(Unclaimed {
                     pos,
                     time: event.time.millis(),
@@ -772,6 +917,7 @@ impl Ledger {
                     identity: by_id.or(by_content),
                     says,
                     kind: kind_bit(event),
+                    result,
                     event: describe(event),
                     expected,
                 });
@@ -803,6 +949,83 @@ impl Ledger {
         self.claims.len()
     }
 
+    /// An event without a call id that record `ix` lists: of the record's tool, where it names
+    /// one, and, for a result, saying what the record's other results without an id say.
+    fn check_idless(&mut self, pos: Pos, ix: u32, event: &Event) {
+        let named = match &event.body {
+            EventBody::Announce(a) => Some(a.tool.as_str()),
+            EventBody::Completion(c) => c.tool.as_deref(),
+            // A fact's tool is a hint only without a checksum.
+            EventBody::Approval(a) if a.checksum.is_none() => a.tool.as_deref(),
+            EventBody::HookDecision(d) if d.checksum.is_none() => d.tool.as_deref(),
+            _ => None,
+        };
+        let info = &mut self.records[ix as usize];
+        if info.collapsed || info.kind != Kind::Published {
+            return;
+        }
+        if let EventBody::Completion(c) = &event.body {
+            let says = result_says(c);
+            match info.idless_result {
+                Some(first) if first != says => info.two_results = true,
+                Some(_) => {}
+                None => info.idless_result = Some(says),
+            }
+        }
+        let Some(tool) = named else {
+            return;
+        };
+        if info.tool.is_some_and(|t| t != text_hash(tool)) {
+            let record = info.id;
+            let d = Discrepancy::OtherTool {
+                at: self.show(pos),
+                record,
+                tool: tool.to_owned(),
+            };
+            self.discrepancies.push(d);
+        }
+    }
+
+    /// Whether record `ix` lists a result of the attempt (call id) of result `u`.
+    fn lists_a_result_of(&self, ix: u32, u: &Unclaimed) -> bool {
+        u.identity
+            .and_then(|id| self.attempts.get(&(ix, id)))
+            .is_some_and(|a| !a.results.is_empty())
+    }
+
+    /// Whether result `u`, of an attempt of record `ix` the record lists no result of, is late
+    /// as the correlator takes it (docs/ARCHITECTURE.md, Correlation → Idempotency keys): once an
+    /// attempt succeeded, when it says what a result the record lists says, or when its attempt
+    /// was announced before one whose result the record lists (an earlier attempt's result
+    /// after a later one's). A later attempt's result that says something else is the call's
+    /// outcome: the record's next revision lists it.
+    fn late_for_its_attempts(&self, ix: u32, succeeded: bool, u: &Unclaimed) -> bool {
+        if succeeded {
+            return true;
+        }
+        let attempts: Vec<&Attempt> = self
+            .attempts
+            .iter()
+            .filter(|((r, _), _)| *r == ix)
+            .map(|(_, a)| a)
+            .collect();
+        if u.result
+            .is_some_and(|says| attempts.iter().any(|a| a.results.contains(&says)))
+        {
+            return true;
+        }
+        let own = u
+            .identity
+            .and_then(|id| self.attempts.get(&(ix, id)))
+            .and_then(|a| a.announce);
+        let answered = attempts
+            .iter()
+            .filter(|a| !a.results.is_empty())
+            .filter_map(|a| a.announce)
+            .max();
+        matches!((own, answered), (Some(own), Some(answered)) if own < answered)
+    }
+
     /// Input `n` was read to the end of its range.
     pub fn input_done(&mut self, n: u32) {
         self.inputs[n as usize].read = true;
@@ -831,6 +1054,9 @@ impl Ledger {
                     && (u.kind == 0 || r.merged & u.kind != 0)
                     && u.says.is_none_or(|s| self.identities.contains_key(&s))
             });
+            let other_attempt = record.is_some_and(|r| {
+                u.result.is_some() && r.collapsed && !r.partial && r.merged & COMPLETION != 0
+            }) && ix.is_some_and(|ix| !self.lists_a_result_of(ix, &u));
             if let (true, Some(ix)) = (unlisted_copy, ix) {
                 self.records[ix as usize].unlisted -= 1;
                 self.counts.repeats += 1;
@@ -864,6 +1090,22 @@ impl Ledger {
                     if u.says.is_some_and(|s| !self.identities.contains_key(&s)) && !r.partial =>
                 {
                     self.counts.late += 1;
+                }
+                // A result of an attempt of a collapsed call whose own result the record does
+                // not list, while it lists another attempt's: late, or the lost outcome.
+                Some(r)
+                    if other_attempt
+                        && self.late_for_its_attempts(ix.unwrap_or_default(), r.succeeded, &u) =>
+                {
+                    self.counts.late += 1;
+                }
+                Some(_) if other_attempt => {
+                    let at = self.show(u.pos);
+                    self.discrepancies.push(Discrepancy::Missing {
+                        at,
+                        event: u.event,
+                        expected: u.expected,
+                    });
                 }
                 // A copy of an event the record merged (the correlator's `Duplicate`, or
                 // `Late` once the record was published), or one the audit cannot judge.
@@ -915,6 +1157,9 @@ impl Ledger {
             if r.kind == Kind::Published && r.has_result && r.merged & COMPLETION == 0 {
                 found.push(Discrepancy::NoResult { record: r.id });
             }
+            if r.two_results {
+                found.push(Discrepancy::TwoResults { record: r.id });
+            }
         }
         self.discrepancies.extend(found);
     }
@@ -953,6 +1198,7 @@ struct CorrelationHead {
     attempts: u32,
     #[serde(default)]
     duplicates: u32,
+    key: Option<String>,
 }
 
 /// How many of a record's `duplicates` copies it may not list.
@@ -971,12 +1217,14 @@ struct MetadataHead {
     revision: u32,
     source: Option<String>,
     session: Option<String>,
+    thread: Option<String>,
 }
 
 impl MetadataHead {
-    /// [`scope_of`] the record, when it names both (a record always does).
+    /// [`scope_of`] the record, when it names its source and session (a record always does).
     fn scope(&self) -> Option<u64> {
-        Some(scope_of(self.source.as_deref()?, self.session.as_deref()?))
+        let (source, session) = (self.source.as_deref()?, self.session.as_deref()?);
+        Some(scope_of(source, session, self.thread.as_deref()))
     }
 }
 
@@ -987,10 +1235,10 @@ fn text_hash(text: &str) -> u64 {
     h.finish()
 }
 
-/// A hash of a source and a session: a record's scope, and an event's.
-fn scope_of(source: &str, session: &str) -> u64 {
+/// A hash of a source, a session and a thread: a record's scope, and an event's.
+fn scope_of(source: &str, session: &str, thread: Option<&str>) -> u64 {
     let mut h = std::hash::DefaultHasher::new();
-    (source, session).hash(&mut h);
+    (source, session, thread).hash(&mut h);
     h.finish()
 }
 
