@@ -550,3 +550,31 @@ fn an_old_copy_of_a_fact_its_pending_call_holds_is_a_duplicate() {
     assert_eq!(listed(&record), [0, 1, 3, 4], "the copy is listed");
     assert_eq!(record.correlation.duplicates, 1);
 }
+
+/// A copy of a fact that names only its tool, coming once its call closed, is late — known by
+/// the repeat key made with its tool's checksum — not a second record (`Orphaned`), before and
+/// after a restore.
+#[test]
+fn a_late_copy_of_a_fact_that_names_only_its_tool_is_late() {
+    let approval = || {
+        let mut e = ev("s").at(2).approval(ApprovalDecision::Approved, None);
+        if let EventBody::Approval(a) = &mut e.body {
+            a.tool = Some("cat".into());
+        }
+        e
+    };
+    let mut h = Harness::new();
+    h.apply(ev("s").at(1).announce("cat", json!({"x": 1})));
+    assert_eq!(h.apply(approval()), Outcome::Merged);
+    h.apply(ev("s").at(3).done_tool("cat", json!("ok")));
+    assert_eq!(h.one().status.phase, Phase::Succeeded);
+    let mut restored = restored_from(&mut h);
+    assert_eq!(h.apply(approval()), Outcome::Late);
+    let mut out = toolcalls_core::Effects::default();
+    let pos = toolcalls_core::Position::new(0, 100);
+    assert_eq!(restored.apply(approval(), pos, &mut out), Outcome::Late);
+    h.advance(1_000_000);
+    restored.advance(t(1_000_000), &mut out);
+    assert!(h.take().is_empty());
+    assert!(out.records.is_empty(), "{:#?}", out.records);
+}

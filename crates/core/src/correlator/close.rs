@@ -88,7 +88,7 @@ impl Correlator {
             Some(c) => {
                 let tool = self.scopes.get(c.scope).tool_name(c.tool);
                 // One allocation of the exact size (none for a call with an id and no facts).
-                let keys: Box<[u64]> = repeats::of_facts(c)
+                let keys: Box<[u64]> = repeats::of_facts(c, tool)
                     .into_iter()
                     .chain(repeats::of_call(c, tool))
                     .collect();

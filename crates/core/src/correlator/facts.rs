@@ -26,14 +26,13 @@ impl Correlator {
                 (Some(tool), Some(args)) => Some(Digest(digest_of_json(tool, Some(args)))),
                 _ => None,
             });
-        // Without an id, a copy of a fact about a call known by its checksum is known by its
-        // repeat key (`repeats.rs`), filed under the call it went into, or its waiting entry.
-        let repeat = env
-            .call_id
-            .is_none()
-            .then_some(checksum.as_ref())
-            .flatten()
-            .map(|cs| repeats::fact_key(&fact, cs));
+        // Without an id, a copy of a fact about a call known by its checksum (or, naming only
+        // its tool, by the tool's) is known by its repeat key (`repeats.rs`), filed under the
+        // call it went into, or its waiting entry.
+        let keyed_by = checksum
+            .or_else(|| subject.tool.as_deref().map(repeats::tool_digest))
+            .filter(|_| env.call_id.is_none());
+        let repeat = keyed_by.as_ref().map(|cs| repeats::fact_key(&fact, cs));
         if let Some(&seq) = repeat.and_then(|key| self.scopes.get(ix).repeats.get(&key)) {
             match self.entries.live(seq) {
                 Some(Live::Call(_)) => return self.repeat_of_fact(seq, time),

@@ -16,6 +16,7 @@
 //! entries are filed and taken out with the ids (`indexes.rs`).
 
 use crate::state::{Call, Digest, Done, ExecEnd, Fact, WaitingResult};
+use toolcalls_model::checksum::digest_of_json;
 use toolcalls_model::{ApprovalDecision, HookDecisionEntry, Json, Timestamp};
 
 const ANNOUNCE: u8 = 1;
@@ -118,13 +119,33 @@ fn hook_key(checksum: &Digest, entry: &HookDecisionEntry) -> u64 {
     h.finish()
 }
 
-/// The repeat keys of the facts a call known by its checksum took, as [`fact_key`] gives them
-/// for the facts that brought them: a copy of one that comes after the call closed is late.
-pub(crate) fn of_facts(call: &Call) -> Vec<u64> {
-    let Some(checksum) = &call.checksum else {
+/// What a fact that names its tool but no arguments or checksum is known by in place of a
+/// checksum: the checksum of the tool without arguments, as the audit reads such a fact.
+pub(crate) fn tool_digest(tool: &str) -> Digest {
+    Digest(digest_of_json(tool, None))
+}
+
+/// The repeat keys of the facts call took, as [`fact_key`] gives them for the facts that brought
+/// them — by its checksum, and by its tool's [`tool_digest`] for facts that named only the tool
+/// (`tool`): a copy of one that comes after the call closed is late.
+pub(crate) fn of_facts(call: &Call, tool: &str) -> Vec<u64> {
+    let has_facts = call.started_at().is_some()
+        || call.exec_end().is_some()
+        || call.approval().is_some()
+        || !call.hooks().is_empty();
+    if !has_facts {
         return Vec::new();
-    };
+    }
+    let by_tool = tool_digest(tool);
     let mut keys = Vec::new();
+    for checksum in call.checksum.iter().filter(|c| **c != by_tool) {
+        keys_of_facts(call, checksum, &mut keys);
+    }
+    keys_of_facts(call, &by_tool, &mut keys);
+    keys
+}
+
+fn keys_of_facts(call: &Call, checksum: &Digest, keys: &mut Vec<u64>) {
     if let Some(at) = call.started_at() {
         keys.push(exec_start_key(checksum, at));
     }
@@ -140,7 +161,6 @@ pub(crate) fn of_facts(call: &Call) -> Vec<u64> {
         }
     }
     keys.extend(call.hooks().iter().map(|e| hook_key(checksum, e)));
-    keys
 }
 
 /// The key of a tool's name that a remembered closed call keeps (`Closed::tool`), never 0 (which
