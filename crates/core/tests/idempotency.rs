@@ -167,3 +167,35 @@ fn which_attempt_a_record_answers_survives_a_restore() {
     assert_eq!(last.status.phase, Phase::Succeeded);
     assert_eq!(last.correlation.attempts, 3);
 }
+
+/// A retry without a call id, published as a new revision of a closed call, is known by its
+/// repeat key from then on: its copies are late, not one more attempt and revision each — after
+/// a restore too.
+#[test]
+fn copies_of_an_idless_retry_after_its_revision_are_late() {
+    let mut h = Harness::new();
+    h.apply(ev("s").at(0).announce_keyed("K"));
+    h.apply(ev("s").at(1).done_tool("send", json!("ok")));
+    assert_eq!(h.one().metadata.revision, 1);
+    let retry = || ev("s").at(5).announce_keyed("K");
+    assert_eq!(h.apply(retry()), Outcome::Collapsed);
+    let revised = h.one();
+    assert_eq!(
+        (revised.metadata.revision, revised.correlation.attempts),
+        (2, 2)
+    );
+    let latest: Vec<(String, Vec<u8>)> =
+        h.c.take_changelog()
+            .into_iter()
+            .filter_map(|op| Some((op.key, op.value?)))
+            .collect();
+    let mut restored = toolcalls_core::Correlator::restore(config(), latest).unwrap();
+    let mut out = toolcalls_core::Effects::default();
+    for i in 0..3 {
+        assert_eq!(h.apply(retry()), Outcome::Late, "copy {i}");
+        let pos = toolcalls_core::Position::new(0, 100 + i);
+        assert_eq!(restored.apply(retry(), pos, &mut out), Outcome::Late);
+    }
+    assert!(h.take().is_empty());
+    assert!(out.records.is_empty(), "{:#?}", out.records);
+}

@@ -111,7 +111,8 @@ impl Correlator {
                 .as_ref()
                 .and_then(|s| s.idempotency_key.as_deref());
             if let Some(key) = idem_key {
-                if let Some(outcome) = self.collapse(ix, key, env.call_id.as_ref(), time, out) {
+                let retry = (key, env.call_id.as_ref(), repeat);
+                if let Some(outcome) = self.collapse(ix, retry, time, out) {
                     return outcome;
                 }
             }
@@ -185,11 +186,14 @@ impl Correlator {
     /// A retry with an idempotency key already seen inside the window: counted as an attempt of
     /// the call that holds the key, or published as a new revision of its record if that call is
     /// closed already. `None`: no such call inside the window.
+    ///
+    /// `retry`: the idempotency key, the retry's call id and, without one, its repeat key — filed
+    /// under a closed call it is published into, so that a copy of the retry is late, not one
+    /// more attempt and revision.
     fn collapse(
         &mut self,
         ix: ScopeIx,
-        key: &str,
-        call_id: Option<&CallId>,
+        (key, call_id, repeat): (&str, Option<&CallId>, Option<u64>),
         time: Timestamp,
         out: &mut Effects,
     ) -> Option<Outcome> {
@@ -225,6 +229,9 @@ impl Correlator {
                 if !closed.ids.contains(id) {
                     closed.ids.push(id.clone());
                 }
+            }
+            if let Some(repeat) = repeat {
+                self.remember_repeat(seq, repeat);
             }
         } else {
             return None;
