@@ -67,8 +67,6 @@ struct Input {
     core: (u16, i64),
     /// The input was read (to the end of its range).
     read: bool,
-    /// Its input number was learned from a record's key (`learn_input_number`).
-    numbered: bool,
 }
 
 /// What kind of claim a record makes.
@@ -92,6 +90,11 @@ struct RecordInfo {
     has_result: bool,
     /// Its phase is `Succeeded`: any later attempt's result is late for it.
     succeeded: bool,
+    /// The input number its key names, for a call opened without an id (`@<input>:<offset>`):
+    /// the number the run gave the file, which need not be the audit's.
+    key_input: Option<u16>,
+    /// What the hook decisions and approval decisions its content holds say ([`fact_held`]).
+    facts_held: Vec<u64>,
     /// What the first result without a call id it lists says ([`result_says`]), and whether one
     /// that says something else followed.
     idless_result: Option<u64>,
@@ -225,6 +228,13 @@ pub enum Discrepancy {
     /// A record that lists results without a call id that say different things, and collapsed
     /// no retries: without an id, a result's copy says what it says.
     TwoResults { record: RecordId },
+    /// A hook decision or approval with a call id in no record, which its call's record holds
+    /// (in its content) without listing it or any event that says the same.
+    Unlisted {
+        at: String,
+        event: String,
+        record: RecordId,
+    },
 }
 
 impl fmt::Display for Discrepancy {
@@ -324,6 +334,10 @@ impl fmt::Display for Discrepancy {
                 f,
                 "other tool  {at}: named by record {record}, but the event there, without a call id, is about tool {tool}, not the record's"
             ),
+            Discrepancy::Unlisted { at, event, record } => write!(
+                f,
+                "unlisted    {at}: {event} says what record {record} holds, but the record does not list it: it went into the record, and the record's provenance lost it"
+            ),
             Discrepancy::TwoResults { record } => write!(
                 f,
                 "two results record {record}: lists results without a call id that say different things, and collapsed no retries (correlation.attempts 1): another call's result was put in it"
@@ -385,11 +399,13 @@ pub struct Ledger {
     pub discrepancies: Vec<Discrepancy>,
 }
 
-/// One attempt of a call (its call id) as its record lists it.
+/// One attempt of a call (its call id; the events without one together) as its record lists it.
 #[derive(Default)]
 struct Attempt {
-    /// Where its announce is.
-    announce: Option<Pos>,
+    /// When its announce was made, and where it is: attempts are numbered in the order they
+    /// were applied, which is the order of their event times (or, where those tie, of their
+    /// positions) for the runs this audits.
+    announce: Option<(i64, Pos)>,
     /// What each of its results listed says ([`result_says`]).
     results: Vec<u64>,
 }
@@ -398,11 +414,82 @@ impl Attempt {
     fn listed(&mut self, pos: Pos, event: &Event) {
         match &event.body {
             EventBody::Announce(_) => {
-                self.announce = Some(self.announce.map_or(pos, |a| a.min(pos)))
+                let at = (event.time.millis(), pos);
+                self.announce = Some(self.announce.map_or(at, |a| a.min(at)));
             }
             EventBody::Completion(c) => self.results.push(result_says(c)),
             _ => {}
         }
+    }
+}
+
+/// What a hook decision or an approval says, as a record holds it: a hook decision whole, an
+/// approval's decision and its time.
+fn fact_held_hash(
+    hook: Option<&toolcalls_model::HookDecisionEntry>,
+    approval: Option<(&str, i64)>,
+) -> u64 {
+    let mut h = std::hash::DefaultHasher::new();
+    match (hook, approval) {
+        (Some(e), _) => {
+            6u8.hash(&mut h);
+            let says = (
+                &e.hook,
+                e.decision.as_str(),
+                &e.policy_id,
+                &e.policy_version,
+                &e.reason,
+            );
+            says.hash(&mut h);
+            e.at.millis().hash(&mut h);
+        }
+        (None, Some((decision, at))) => {
+            5u8.hash(&mut h);
+            (decision, at).hash(&mut h);
+        }
+        (None, None) => {}
+    }
+    h.finish()
+}
+
+/// The facts a record's content holds ([`fact_held_hash`]): its hook decisions, its approval's
+/// request and its decision.
+fn facts_held(spec: Option<&SpecHead>, status: Option<&StatusHead>) -> Vec<u64> {
+    let mut held: Vec<u64> = status
+        .iter()
+        .flat_map(|s| &s.hook_decisions)
+        .map(|e| fact_held_hash(Some(e), None))
+        .collect();
+    if let Some(a) = spec.and_then(|s| s.approval.as_ref()) {
+        if let Some(at) = a.requested_at {
+            held.push(fact_held_hash(None, Some(("requested", at.millis()))));
+        }
+        if let Some(at) = a.approved_at {
+            held.push(fact_held_hash(None, Some((a.status.as_str(), at.millis()))));
+        }
+    }
+    held
+}
+
+/// What a hook decision or an approval event says, as a record would hold it.
+fn fact_of_event(event: &Event) -> Option<u64> {
+    match &event.body {
+        EventBody::HookDecision(d) => {
+            let entry = toolcalls_model::HookDecisionEntry {
+                hook: d.hook.clone(),
+                decision: d.decision,
+                policy_id: d.policy_id.clone(),
+                policy_version: d.policy_version.clone(),
+                reason: d.reason.clone(),
+                at: event.time,
+            };
+            Some(fact_held_hash(Some(&entry), None))
+        }
+        EventBody::Approval(a) => Some(fact_held_hash(
+            None,
+            Some((a.decision.as_str(), event.time.millis())),
+        )),
+        _ => None,
     }
 }
 
@@ -428,6 +515,9 @@ struct Unclaimed {
     kind: u8,
     /// For a result with a call id, what it says ([`result_says`]).
     result: Option<u64>,
+    /// For a hook decision or an approval with a call id, what it says as a record holds it
+    /// ([`fact_held`]).
+    fact: Option<u64>,
     event: String,
     expected: Option<RecordId>,
 }
@@ -469,7 +559,6 @@ impl Ledger {
             range,
             core,
             read: false,
-            numbered: false,
         });
         n
     }
@@ -590,55 +679,25 @@ impl Ledger {
                 .correlation
                 .as_ref()
                 .map_or(0, |c| unlisted(c.duplicates));
-            info.succeeded = head.status.is_some_and(|s| s.phase == Phase::Succeeded);
+            info.succeeded = head
+                .status
+                .as_ref()
+                .is_some_and(|s| s.phase == Phase::Succeeded);
+            info.facts_held = facts_held(head.spec.as_ref(), head.status.as_ref());
             info.tool = head
                 .spec
                 .and_then(|s| s.tool_ref)
                 .map(|t| text_hash(&t.name));
         }
+        let key_input = head
+            .correlation
+            .as_ref()
+            .and_then(|c| c.key.as_deref())
+            .and_then(key_input_number);
+        if revision == self.records[record as usize].latest {
+            self.records[record as usize].key_input = key_input;
+        }
         self.claim_all(record, revision, &head.provenance, at, resolve);
-        if let Some(key) = head.correlation.as_ref().and_then(|c| c.key.as_deref()) {
-            self.learn_input_number(key, &head.provenance);
-        }
-    }
-
-    /// An id-less call's record key is `@<input>:<offset>` of the event that opened it, the input
-    /// numbered as the run numbered its files — the order it was given them, which need not be
-    /// the audit's. The file that lists a position at that offset is that input, unless another
-    /// record said otherwise first (then this record's id does not derive, and says so).
-    fn learn_input_number(&mut self, key: &str, provenance: &Provenance) {
-        let Some((number, offset)) = key
-            .strip_prefix('@')
-            .and_then(|k| k.split_once(':'))
-            .and_then(|(n, o)| Some((n.parse::<u16>().ok()?, o.parse::<i64>().ok()?)))
-        else {
-            return;
-        };
-        let mut found = None;
-        for origin in &provenance.0 {
-            let key = match origin {
-                Origin::Lines(f) => InputKey::Lines(f.file.to_string()),
-                Origin::Events(f) => InputKey::Events(f.file.to_string()),
-                _ => continue,
-            };
-            let Some(&n) = self.by_key.get(&key) else {
-                continue;
-            };
-            let shift = self.inputs[n as usize].core.1;
-            if origin.positions().iter().any(|&p| p + shift == offset) {
-                if found.is_some_and(|f| f != n) {
-                    return; // two files could be it
-                }
-                found = Some(n);
-            }
-        }
-        if let Some(n) = found {
-            let input = &mut self.inputs[n as usize];
-            if !input.numbered {
-                input.core.0 = number;
-                input.numbered = true;
-            }
-        }
     }
 
     /// A call or waiting result still pending (the changelog's state), as the query API shows it.
@@ -690,6 +749,8 @@ impl Ledger {
             scope,
             has_result: false,
             succeeded: false,
+            key_input: None,
+            facts_held: Vec::new(),
             idless_result: None,
             two_results: false,
             merged: 0,
@@ -824,8 +885,14 @@ impl Ledger {
                     for identity in identities(event).into_iter().flatten() {
                         self.identities.insert(identity, claim.record);
                     }
+                    // A fact's copy without its id is its call's repeat too: the correlator
+                    // files a call's facts under what they say, whoever named the call.
+                    if let Some(identity) = idless_copy_identity(event) {
+                        self.identities.insert(identity, claim.record);
+                    }
+                    let key_input = self.records[claim.record as usize].key_input;
                     let derived = self.records[claim.record as usize].id_derived
-                        || self.record_id_of(pos, event) == Some(id);
+                        || self.record_id_of(pos, event, key_input) == Some(id);
                     let info = &mut self.records[claim.record as usize];
                     info.merged |= kind_bit(event);
                     info.id_derived = derived;
@@ -855,9 +922,9 @@ impl Ledger {
                     if event.call_id.is_none() {
                         self.check_idless(pos, claim.record, event);
                     }
-                    if let (Some(id), EventBody::Announce(_) | EventBody::Completion(_)) =
-                        (identities(event)[0], &event.body)
-                    {
+                    if let EventBody::Announce(_) | EventBody::Completion(_) = &event.body {
+                        // Events without an id are filed under 0: a call's first attempt.
+                        let id = identities(event)[0].unwrap_or(0);
                         self.attempts
                             .entry((claim.record, id))
                             .or_default()
@@ -900,7 +967,7 @@ impl Ledger {
                 // An announce opens a call of its own; what else would go into another's.
                 let expected = (event.call_id.is_some()
                     || matches!(event.body, EventBody::Announce(_)))
-                .then(|| self.record_id_of(pos, event))
+                .then(|| self.record_id_of(pos, event, None))
                 .flatten();
                 let tool = match (&event.call_id, &event.body) {
                     (Some(_), EventBody::Announce(a)) => Some(text_hash(&a.tool)),
@@ -910,6 +977,7 @@ impl Ledger {
                     (Some(_), EventBody::Completion(c)) => Some(result_says(c)),
                     _ => None,
                 };
+                let fact = event.call_id.as_ref().and_then(|_| fact_of_event(event));
                 self.unclaimed.push(Unclaimed {
                     pos,
                     time: event.time.millis(),
@@ -918,6 +986,7 @@ impl Ledger {
                     says,
                     kind: kind_bit(event),
                     result,
+                    fact,
                     event: describe(event),
                     expected,
                 });
@@ -926,13 +995,20 @@ impl Ledger {
     }
 
     /// The id of the record that `event`, at `pos`, would open: derived from its call id, or
-    /// without one from its position as the core numbers it (`@input:offset`).
-    fn record_id_of(&self, pos: Pos, event: &Event) -> Option<RecordId> {
+    /// without one from its position as the core numbers it (`@input:offset`). A file's number
+    /// is the one the run gave it, the order of its files, which a record's key says
+    /// (`key_input`): the audit may be given them in another order, or some of them.
+    fn record_id_of(&self, pos: Pos, event: &Event, key_input: Option<u16>) -> Option<RecordId> {
         let key = match &event.call_id {
             Some(id) => id.as_str().to_owned(),
             None => {
-                let (input, shift) = self.inputs[pos.0 as usize].core;
-                format!("@{input}:{}", pos.1.checked_add(shift)?)
+                let input = &self.inputs[pos.0 as usize];
+                let (mut number, shift) = input.core;
+                if let (Some(n), InputKey::Lines(_) | InputKey::Events(_)) = (key_input, &input.key)
+                {
+                    number = n;
+                }
+                format!("@{number}:{}", pos.1.checked_add(shift)?)
             }
         };
         let thread = event.thread.as_ref();
@@ -954,8 +1030,8 @@ impl Ledger {
     fn check_idless(&mut self, pos: Pos, ix: u32, event: &Event) {
         let named = match &event.body {
             EventBody::Announce(a) => Some(a.tool.as_str()),
-            EventBody::Completion(c) => c.tool.as_deref(),
-            // A fact's tool is a hint only without a checksum.
+            // A checksum links a result whatever tool it names; so for a fact.
+            EventBody::Completion(c) if c.checksum.is_none() => c.tool.as_deref(),
             EventBody::Approval(a) if a.checksum.is_none() => a.tool.as_deref(),
             EventBody::HookDecision(d) if d.checksum.is_none() => d.tool.as_deref(),
             _ => None,
@@ -996,21 +1072,21 @@ impl Ledger {
     /// Whether result `u`, of an attempt of record `ix` the record lists no result of, is late
     /// as the correlator takes it (docs/ARCHITECTURE.md, Correlation → Idempotency keys): once an
     /// attempt succeeded, when it says what a result the record lists says, or when its attempt
-    /// was announced before one whose result the record lists (an earlier attempt's result
+    /// was announced no later than one whose result the record lists (an earlier attempt's result
     /// after a later one's). A later attempt's result that says something else is the call's
     /// outcome: the record's next revision lists it.
     fn late_for_its_attempts(&self, ix: u32, succeeded: bool, u: &Unclaimed) -> bool {
         if succeeded {
             return true;
         }
-        let attempts: Vec<&Attempt> = self
+        let attempts: Vec<(u64, &Attempt)> = self
             .attempts
             .iter()
             .filter(|((r, _), _)| *r == ix)
-            .map(|(_, a)| a)
+            .map(|((_, id), a)| (*id, a))
             .collect();
         if u.result
-            .is_some_and(|says| attempts.iter().any(|a| a.results.contains(&says)))
+            .is_some_and(|says| attempts.iter().any(|(_, a)| a.results.contains(&says)))
         {
             return true;
         }
@@ -1018,12 +1094,14 @@ impl Ledger {
             .identity
             .and_then(|id| self.attempts.get(&(ix, id)))
             .and_then(|a| a.announce);
+        // A result that names no id answers the first attempt.
+        let first = attempts.iter().filter_map(|(_, a)| a.announce).min();
         let answered = attempts
             .iter()
-            .filter(|a| !a.results.is_empty())
-            .filter_map(|a| a.announce)
+            .filter(|(_, a)| !a.results.is_empty())
+            .filter_map(|(id, a)| if *id == 0 { first } else { a.announce })
             .max();
-        matches!((own, answered), (Some(own), Some(answered)) if own < answered)
+        matches!((own, answered), (Some(own), Some(answered)) if own <= answered)
     }
 
     /// Input `n` was read to the end of its range.
@@ -1041,11 +1119,14 @@ impl Ledger {
         for u in std::mem::take(&mut self.unclaimed) {
             let ix = u.identity.and_then(|i| self.identities.get(&i)).copied();
             let record = ix.map(|r| &self.records[r as usize]);
-            // Applied before an event its record lists: while its call was pending.
+            // Applied before an event its record lists: while its call was pending. Not for a
+            // call that collapsed retries: a retry's revision lists events that came after the
+            // first call had closed, and the late events between them.
             let before_its_record = record.is_some_and(|r| {
-                r.last.is_some_and(|(input, offset, time)| {
-                    input == u.pos.0 && offset > u.pos.1 && time >= u.time
-                })
+                !r.collapsed
+                    && r.last.is_some_and(|(input, offset, time)| {
+                        input == u.pos.0 && offset > u.pos.1 && time >= u.time
+                    })
             });
             // A copy of an event its record merged, which the record counted without listing.
             let unlisted_copy = record.is_some_and(|r| {
@@ -1079,6 +1160,20 @@ impl Ledger {
                 Some(r) if before_its_record => {
                     let at = self.show(u.pos);
                     self.discrepancies.push(Discrepancy::Superseded {
+                        at,
+                        event: u.event,
+                        record: r.id,
+                    });
+                }
+                // A fact its record holds — its hook decision or approval is in the record's
+                // content — without listing it, nor any event that says the same.
+                Some(r)
+                    if u.fact.is_some_and(|f| r.facts_held.contains(&f))
+                        && u.says.is_some_and(|s| !self.identities.contains_key(&s))
+                        && !r.partial =>
+                {
+                    let at = self.show(u.pos);
+                    self.discrepancies.push(Discrepancy::Unlisted {
                         at,
                         event: u.event,
                         record: r.id,
@@ -1177,14 +1272,18 @@ struct RecordHead {
 }
 
 #[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct StatusHead {
     phase: Phase,
+    #[serde(default)]
+    hook_decisions: Vec<toolcalls_model::HookDecisionEntry>,
 }
 
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct SpecHead {
     tool_ref: Option<ToolRefHead>,
+    approval: Option<toolcalls_model::ApprovalState>,
 }
 
 #[derive(serde::Deserialize)]
@@ -1226,6 +1325,13 @@ impl MetadataHead {
         let (source, session) = (self.source.as_deref()?, self.session.as_deref()?);
         Some(scope_of(source, session, self.thread.as_deref()))
     }
+}
+
+/// The input number of a record key `@<input>:<offset>` (a call opened without an id).
+fn key_input_number(key: &str) -> Option<u16> {
+    let (number, offset) = key.strip_prefix('@')?.split_once(':')?;
+    offset.parse::<i64>().ok()?;
+    number.parse().ok()
 }
 
 /// A hash of a text: a tool's name.
@@ -1295,6 +1401,26 @@ fn identities(e: &Event) -> [Option<u64>; 2] {
     }
     e.time.millis().hash(&mut h);
     [None, Some(h.finish())]
+}
+
+/// The identity of a copy of fact `e` that came without `e`'s call id; `None` for an event
+/// without one, or no fact.
+fn idless_copy_identity(e: &Event) -> Option<u64> {
+    let is_fact = !matches!(
+        e.body,
+        EventBody::Announce(_)
+            | EventBody::Completion(_)
+            | EventBody::TurnEnd(_)
+            | EventBody::TurnAborted(_)
+    );
+    if e.call_id.is_none() || !is_fact {
+        return None;
+    }
+    let copy = Event {
+        call_id: None,
+        ..e.clone()
+    };
+    identities(&copy)[1]
 }
 
 /// Hashes what a fact says — its kind, the checksum it is about, its outcome, decision, hook,
