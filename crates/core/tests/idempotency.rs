@@ -199,3 +199,31 @@ fn copies_of_an_idless_retry_after_its_revision_are_late() {
     assert!(h.take().is_empty());
     assert!(out.records.is_empty(), "{:#?}", out.records);
 }
+
+/// A call whose first attempt was announced without an id: its retry's id names the second
+/// attempt, so the retry's success after the first attempt's failure revises the record, and a
+/// copy of that success is late.
+#[test]
+fn a_retry_of_a_first_attempt_without_an_id_revises_the_record() {
+    let mut h = Harness::new();
+    h.apply(ev("s").at(0).announce_keyed("K"));
+    h.apply(ev("s").at(1).error(json!("fail")));
+    assert_eq!(h.one().status.phase, Phase::Failed);
+    assert_eq!(
+        h.apply(ev("s").id("x").at(5).announce_keyed("K")),
+        Outcome::Collapsed
+    );
+    assert_eq!(h.one().metadata.revision, 2);
+    let success = || ev("s").id("x").at(6).done(json!("ok"));
+    assert!(
+        matches!(h.apply(success()), Outcome::Matched(_) | Outcome::Merged),
+        "revised"
+    );
+    let revised = h.one();
+    assert_eq!(
+        (revised.metadata.revision, revised.status.phase),
+        (3, Phase::Succeeded)
+    );
+    assert_eq!(h.apply(success()), Outcome::Late);
+    assert!(h.take().is_empty());
+}

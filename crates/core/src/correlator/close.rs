@@ -113,7 +113,7 @@ impl Correlator {
             answered_by.and_then(|id| ids.iter().position(|i| i == id)),
             &done,
         ) {
-            (Some(attempt), _) => attempt as u32 + 1,
+            (Some(index), _) => attempt_of(index, announced_with_id),
             (None, Some(_)) => 1,
             (None, None) => 0,
         };
@@ -273,4 +273,11 @@ impl Correlator {
             self.expire_closed(seq);
         }
     }
+}
+
+/// The attempt an id of a call names, from its index among the call's ids (the first call's,
+/// then each retry's): a call announced without an id of its own had an attempt before its
+/// first id.
+pub(super) fn attempt_of(index: usize, announced_with_id: bool) -> u32 {
+    (index as u32 + 1).saturating_add(u32::from(!announced_with_id))
 }

@@ -1,6 +1,7 @@
 //! A completion: it finds its call by the rules (`rules.rs`) and closes it with its result, or
 //! it waits for its announce (docs/ARCHITECTURE.md, Correlation → Rules and → Phases).
 
+use super::close;
 use super::footprint::call_bytes;
 use super::merge::{add_to_waiting, merge_call_attributes};
 use super::repeats;
@@ -226,11 +227,12 @@ impl Correlator {
         let Some(closed) = self.entries.closed.get_mut(&seq) else {
             return Outcome::Late;
         };
-        let attempt = call_id.and_then(|id| closed.ids.iter().position(|i| i == id));
-        let (Some(idem), Some(attempt)) = (closed.idem.as_mut(), attempt) else {
+        let index = call_id.and_then(|id| closed.ids.iter().position(|i| i == id));
+        let announced_with_id = closed.announced_with_id;
+        let (Some(idem), Some(index)) = (closed.idem.as_mut(), index) else {
             return Outcome::Late;
         };
-        let attempt = attempt as u32 + 1;
+        let attempt = close::attempt_of(index, announced_with_id);
         if attempt <= idem.answered {
             return Outcome::Late;
         }
