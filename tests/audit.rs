@@ -1868,6 +1868,85 @@ fn genuine_runs_with_retries_checksums_and_files_in_any_order_audit_clean() {
                 ],
             ],
         ),
+        // Attempts applied in input order against their event times (no reorder window).
+        (
+            "",
+            vec![vec![
+                ev(
+                    "25.5",
+                    &format!(r#""kind":"announce","callId":"A",{keyed}"#),
+                ),
+                ev(
+                    "22.5",
+                    &format!(r#""kind":"announce","callId":"B",{keyed}"#),
+                ),
+                ev(
+                    "22.6",
+                    r#""kind":"completion","callId":"B","result":"no","isError":true"#,
+                ),
+                ev("25.6", r#""kind":"completion","callId":"A","result":"ok""#),
+            ]],
+        ),
+        // The first attempt's result in a later file, its announce in the first.
+        (
+            "",
+            vec![
+                vec![ev(
+                    "27.6",
+                    &format!(r#""kind":"announce","callId":"A",{keyed}"#),
+                )],
+                vec![
+                    ev(
+                        "27.5",
+                        &format!(r#""kind":"announce","callId":"B",{keyed}"#),
+                    ),
+                    ev(
+                        "27.7",
+                        r#""kind":"completion","callId":"B","result":"no","isError":true"#,
+                    ),
+                    ev("30", r#""kind":"completion","callId":"A","result":"ok""#),
+                ],
+            ],
+        ),
+        // A third attempt's result says what the record holds: late, but the attempt answered.
+        (
+            "",
+            vec![vec![
+                ev("01", &format!(r#""kind":"announce","callId":"A",{keyed}"#)),
+                ev("02", &format!(r#""kind":"announce","callId":"B",{keyed}"#)),
+                ev("03", &format!(r#""kind":"announce","callId":"C",{keyed}"#)),
+                ev(
+                    "04",
+                    r#""kind":"completion","callId":"A","result":"x","isError":true"#,
+                ),
+                ev(
+                    "05",
+                    r#""kind":"completion","callId":"C","result":"x","isError":true"#,
+                ),
+                ev("06", r#""kind":"completion","callId":"B","result":"ok""#),
+            ]],
+        ),
+        // A denied call's record revised by its result, a fact late in between.
+        (
+            "",
+            vec![vec![
+                ev("01", &format!(r#""kind":"announce","callId":"A",{keyed}"#)),
+                ev(
+                    "01.5",
+                    r#""kind":"approval","callId":"A","decision":"denied""#,
+                ),
+                ev(
+                    "40",
+                    r#""kind":"announce","callId":"Z","tool":"ls","args":{}"#,
+                ),
+                ev(
+                    "02",
+                    r#""kind":"hook_decision","callId":"A","hook":"pre","decision":"allow""#,
+                ),
+                ev("41", r#""kind":"completion","callId":"A","result":"ok""#),
+                ev("42", r#""kind":"completion","callId":"Z","result":"ok""#),
+            ]],
+        ),
         (
             "",
             vec![vec![

@@ -90,6 +90,8 @@ struct RecordInfo {
     has_result: bool,
     /// Its phase is `Succeeded`: any later attempt's result is late for it.
     succeeded: bool,
+    /// The by-id identity ([`identities`]) of the call id its key names: its first attempt's.
+    first_attempt: Option<u64>,
     /// The input number its key names, for a call opened without an id (`@<input>:<offset>`):
     /// the number the run gave the file, which need not be the audit's.
     key_input: Option<u16>,
@@ -408,6 +410,9 @@ struct Attempt {
     announce: Option<(i64, Pos)>,
     /// What each of its results listed says ([`result_says`]).
     results: Vec<u64>,
+    /// A result of it came after the record held one that says the same: the correlator takes
+    /// it as late, but as the attempt answered from then on.
+    answered_late: bool,
 }
 
 impl Attempt {
@@ -491,6 +496,15 @@ fn fact_of_event(event: &Event) -> Option<u64> {
         )),
         _ => None,
     }
+}
+
+/// Whether the attempt announced at `own` may have been applied no later than the one at
+/// `answered` (each `(event time, position)`). The correlator numbers attempts in the order it
+/// applied their announces: the input's order, or event time's under a reorder window, which
+/// the audit is not told. It takes either: a result it might have taken as late is not named.
+fn no_later_attempt(own: (i64, Pos), answered: (i64, Pos)) -> bool {
+    let same_input = own.1 .0 == answered.1 .0;
+    own.0 <= answered.0 || (same_input && own.1 <= answered.1)
 }
 
 /// A hash of what a result says: error or not, cancelled or not, its output.
@@ -695,7 +709,15 @@ impl Ledger {
             .and_then(|c| c.key.as_deref())
             .and_then(key_input_number);
         if revision == self.records[record as usize].latest {
-            self.records[record as usize].key_input = key_input;
+            let first_attempt = head.correlation.as_ref().and_then(|c| {
+                let key = c.key.as_deref().filter(|k| !k.starts_with('@'))?;
+                let meta = &head.metadata;
+                let (source, session) = (meta.source.as_deref()?, meta.session.as_deref()?);
+                Some(id_identity(source, session, meta.thread.as_deref(), key))
+            });
+            let info = &mut self.records[record as usize];
+            info.key_input = key_input;
+            info.first_attempt = first_attempt;
         }
         self.claim_all(record, revision, &head.provenance, at, resolve);
     }
@@ -749,6 +771,7 @@ impl Ledger {
             scope,
             has_result: false,
             succeeded: false,
+            first_attempt: None,
             key_input: None,
             facts_held: Vec::new(),
             idless_result: None,
@@ -922,7 +945,10 @@ impl Ledger {
                     if event.call_id.is_none() {
                         self.check_idless(pos, claim.record, event);
                     }
-                    if let EventBody::Announce(_) | EventBody::Completion(_) = &event.body {
+                    let collapsed = self.records[claim.record as usize].collapsed;
+                    if let (true, EventBody::Announce(_) | EventBody::Completion(_)) =
+                        (collapsed, &event.body)
+                    {
                         // Events without an id are filed under 0: a call's first attempt.
                         let id = identities(event)[0].unwrap_or(0);
                         self.attempts
@@ -1072,7 +1098,7 @@ impl Ledger {
     /// Whether result `u`, of an attempt of record `ix` the record lists no result of, is late
     /// as the correlator takes it (docs/ARCHITECTURE.md, Correlation → Idempotency keys): once an
     /// attempt succeeded, when it says what a result the record lists says, or when its attempt
-    /// was announced no later than one whose result the record lists (an earlier attempt's result
+    /// may have been applied no later than one whose result the record lists (an earlier attempt's result
     /// after a later one's). A later attempt's result that says something else is the call's
     /// outcome: the record's next revision lists it.
     fn late_for_its_attempts(&self, ix: u32, succeeded: bool, u: &Unclaimed) -> bool {
@@ -1096,12 +1122,45 @@ impl Ledger {
             .and_then(|a| a.announce);
         // A result that names no id answers the first attempt.
         let first = attempts.iter().filter_map(|(_, a)| a.announce).min();
-        let answered = attempts
+        let Some(own) = own else {
+            return false;
+        };
+        // Its record's key is the first attempt's id: every attempt came no earlier.
+        if u.identity.is_some() && u.identity == self.records[ix as usize].first_attempt {
+            return true;
+        }
+        attempts
             .iter()
-            .filter(|(_, a)| !a.results.is_empty())
+            .filter(|(_, a)| !a.results.is_empty() || a.answered_late)
             .filter_map(|(id, a)| if *id == 0 { first } else { a.announce })
-            .max();
-        matches!((own, answered), (Some(own), Some(answered)) if own <= answered)
+            .any(|answered| no_later_attempt(own, answered))
+    }
+
+    /// Marks the attempts of calls that collapsed retries whose result is in no record but says
+    /// what a result the record lists says ([`Attempt::answered_late`]).
+    fn note_late_answers(&mut self) {
+        let mut late = Vec::new();
+        for u in &self.unclaimed {
+            let (Some(id), Some(says)) = (u.identity, u.result) else {
+                continue;
+            };
+            let Some(&ix) = self.identities.get(&id) else {
+                continue;
+            };
+            if !self.records[ix as usize].collapsed {
+                continue;
+            }
+            let listed = self
+                .attempts
+                .iter()
+                .any(|((r, _), a)| *r == ix && a.results.contains(&says));
+            if listed {
+                late.push((ix, id));
+            }
+        }
+        for key in late {
+            self.attempts.entry(key).or_default().answered_late = true;
+        }
     }
 
     /// Input `n` was read to the end of its range.
@@ -1116,14 +1175,17 @@ impl Ledger {
         for (_, claim) in claims.iter().filter(|(_, c)| !c.seen) {
             self.records[claim.record as usize].partial = true;
         }
+        self.note_late_answers();
         for u in std::mem::take(&mut self.unclaimed) {
             let ix = u.identity.and_then(|i| self.identities.get(&i)).copied();
             let record = ix.map(|r| &self.records[r as usize]);
             // Applied before an event its record lists: while its call was pending. Not for a
-            // call that collapsed retries: a retry's revision lists events that came after the
-            // first call had closed, and the late events between them.
+            // record revised after it was published (a retry collapsed into it, a later result
+            // of an idempotent call): a revision lists events that came after the call had
+            // closed, and the late events between them.
             let before_its_record = record.is_some_and(|r| {
                 !r.collapsed
+                    && r.latest <= 1
                     && r.last.is_some_and(|(input, offset, time)| {
                         input == u.pos.0 && offset > u.pos.1 && time >= u.time
                     })
@@ -1353,13 +1415,13 @@ fn scope_of(source: &str, session: &str, thread: Option<&str>) -> u64 {
 /// id, its kind, tool, checksum, event time to the millisecond, and for a completion its result;
 /// for a fact (with an id or without) what [`says`] hashes and its time.
 fn identities(e: &Event) -> [Option<u64>; 2] {
-    let mut h = std::hash::DefaultHasher::new();
-    e.source.as_str().hash(&mut h);
-    e.session.as_str().hash(&mut h);
-    e.thread.as_ref().map(|t| t.as_str()).hash(&mut h);
+    let mut h = scope_hasher(
+        e.source.as_str(),
+        e.session.as_str(),
+        e.thread.as_ref().map(|t| t.as_str()),
+    );
     if let Some(id) = &e.call_id {
-        0u8.hash(&mut h);
-        id.as_str().hash(&mut h);
+        id_part(&mut h, id.as_str());
         let by_id = h.finish();
         // A fact is one of the several its call may take: what it says tells a copy from another.
         let content = says(&mut h, &e.body, false).then(|| {
@@ -1421,6 +1483,27 @@ fn idless_copy_identity(e: &Event) -> Option<u64> {
         ..e.clone()
     };
     identities(&copy)[1]
+}
+
+/// A hasher that has taken a scope: the start of every identity.
+fn scope_hasher(source: &str, session: &str, thread: Option<&str>) -> std::hash::DefaultHasher {
+    let mut h = std::hash::DefaultHasher::new();
+    source.hash(&mut h);
+    session.hash(&mut h);
+    thread.hash(&mut h);
+    h
+}
+
+fn id_part(h: &mut std::hash::DefaultHasher, id: &str) {
+    0u8.hash(h);
+    id.hash(h);
+}
+
+/// The by-id identity of call id `id` in a scope, as [`identities`] makes it of an event.
+fn id_identity(source: &str, session: &str, thread: Option<&str>, id: &str) -> u64 {
+    let mut h = scope_hasher(source, session, thread);
+    id_part(&mut h, id);
+    h.finish()
 }
 
 /// Hashes what a fact says — its kind, the checksum it is about, its outcome, decision, hook,
