@@ -95,7 +95,7 @@ struct RecordInfo {
     /// The input number its key names, for a call opened without an id (`@<input>:<offset>`):
     /// the number the run gave the file, which need not be the audit's.
     key_input: Option<u16>,
-    /// What the hook decisions and approval decisions its content holds say ([`fact_held`]).
+    /// What the hook decisions and approval decisions its content holds say ([`fact_held_hash`]).
     facts_held: Vec<u64>,
     /// What the first result without a call id it lists says ([`result_says`]), and whether one
     /// that says something else followed.
@@ -530,7 +530,7 @@ struct Unclaimed {
     /// For a result with a call id, what it says ([`result_says`]).
     result: Option<u64>,
     /// For a hook decision or an approval with a call id, what it says as a record holds it
-    /// ([`fact_held`]).
+    /// ([`fact_held_hash`]).
     fact: Option<u64>,
     event: String,
     expected: Option<RecordId>,
