@@ -142,12 +142,7 @@ fn which_attempt_a_record_answers_survives_a_restore() {
     // The retry's failure answers first; the first attempt is still to answer.
     h.apply(ev("s").id("a2").at(10).error(json!("timeout")));
     h.one();
-    let latest: Vec<(String, Vec<u8>)> =
-        h.c.take_changelog()
-            .into_iter()
-            .filter_map(|op| Some((op.key, op.value?)))
-            .collect();
-    let mut restored = toolcalls_core::Correlator::restore(config(), latest).unwrap();
+    let mut restored = h.restored();
     let mut out = toolcalls_core::Effects::default();
     let pos = |offset| toolcalls_core::Position::new(1, offset);
     // An earlier attempt's result after a later one's is late, also after the restore.
@@ -184,12 +179,7 @@ fn copies_of_an_idless_retry_after_its_revision_are_late() {
         (revised.metadata.revision, revised.correlation.attempts),
         (2, 2)
     );
-    let latest: Vec<(String, Vec<u8>)> =
-        h.c.take_changelog()
-            .into_iter()
-            .filter_map(|op| Some((op.key, op.value?)))
-            .collect();
-    let mut restored = toolcalls_core::Correlator::restore(config(), latest).unwrap();
+    let mut restored = h.restored();
     let mut out = toolcalls_core::Effects::default();
     for i in 0..3 {
         assert_eq!(h.apply(retry()), Outcome::Late, "copy {i}");

@@ -69,7 +69,7 @@ fn same_call_id_with_another_tool_is_rejected_after_the_call_closed_too() {
     let write = || ev("s").id("c").at(3).announce("Write", json!({}));
     assert_eq!(h.apply(write()), Outcome::Rejected("conflicting_call_id"));
     // The same after a restore: the changelog keeps the key of the closed call's tool.
-    let mut restored = restored_from(&mut h);
+    let mut restored = h.restored();
     let mut out = toolcalls_core::Effects::default();
     let pos = toolcalls_core::Position::new(0, 100);
     assert_eq!(
@@ -183,7 +183,7 @@ fn idless_repeats_are_known_after_a_restore() {
     h.apply(ev("s").at(12).announce("Write", json!({})));
     h.apply(ev("s").at(13).done_tool("Grep", json!(2)));
     h.take();
-    let mut restored = restored_from(&mut h);
+    let mut restored = h.restored();
     let mut out = toolcalls_core::Effects::default();
     let pos = toolcalls_core::Position::new(0, 100);
     assert_eq!(restored.apply(call(), pos, &mut out), Outcome::Late);
@@ -261,22 +261,12 @@ fn a_copy_of_an_idless_fact_is_late_after_a_restore() {
     h.apply(ev("s").at(10).exec_start(cs.clone()));
     h.apply(ev("s").id("1").at(31).done(json!(1)));
     h.one();
-    let mut restored = restored_from(&mut h);
+    let mut restored = h.restored();
     let mut out = toolcalls_core::Effects::default();
     let pos = toolcalls_core::Position::new(0, 100);
     let copy = ev("s").at(10).exec_start(cs);
     assert_eq!(restored.apply(copy, pos, &mut out), Outcome::Late);
     assert!(out.records.is_empty());
-}
-
-/// A correlator restored from everything `h` wrote to its changelog.
-fn restored_from(h: &mut Harness) -> toolcalls_core::Correlator {
-    let latest: Vec<(String, Vec<u8>)> =
-        h.c.take_changelog()
-            .into_iter()
-            .filter_map(|op| Some((op.key, op.value?)))
-            .collect();
-    toolcalls_core::Correlator::restore(config(), latest).unwrap()
 }
 
 /// The positions a record lists, all of input 0.
@@ -308,7 +298,7 @@ fn copies_past_the_bound_are_counted_not_listed() {
             assert_eq!(h.apply(announce(0)), Outcome::Duplicate);
         }
         let mut restored = Harness {
-            c: restored_from(&mut h),
+            c: h.restored(),
             out: Default::default(),
             next: h.next,
         };
@@ -422,7 +412,7 @@ fn a_session_dropped_after_it_forgot_everything_takes_its_copies_as_late() {
     assert!(h.take().is_empty());
     assert_eq!(h.c.forgotten_sessions(), 1);
 
-    let mut restored = restored_from(&mut h);
+    let mut restored = h.restored();
     assert_eq!(
         restored.forgotten_sessions(),
         1,
@@ -503,7 +493,7 @@ fn notes_of_dropped_sessions_are_bounded() {
     assert_eq!(h.take().len(), 3);
     h.advance(3 * window);
     assert_eq!(h.c.forgotten_sessions(), 2);
-    let mut restored = restored_from(&mut h);
+    let mut restored = h.restored();
     assert_eq!(restored.forgotten_sessions(), 2);
     let mut out = toolcalls_core::Effects::default();
     let mut next = 100;
@@ -568,7 +558,7 @@ fn a_late_copy_of_a_fact_that_names_only_its_tool_is_late() {
     assert_eq!(h.apply(approval()), Outcome::Merged);
     h.apply(ev("s").at(3).done_tool("cat", json!("ok")));
     assert_eq!(h.one().status.phase, Phase::Succeeded);
-    let mut restored = restored_from(&mut h);
+    let mut restored = h.restored();
     assert_eq!(h.apply(approval()), Outcome::Late);
     let mut out = toolcalls_core::Effects::default();
     let pos = toolcalls_core::Position::new(0, 100);

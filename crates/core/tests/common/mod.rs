@@ -222,6 +222,17 @@ impl Harness {
     pub fn advance(&mut self, ms: i64) {
         self.c.advance(t(ms), &mut self.out);
     }
+    /// A correlator restored from everything this one wrote to its changelog (the latest value
+    /// of each key, as a compacted topic keeps it), with the test config.
+    pub fn restored(&mut self) -> Correlator {
+        let latest: Vec<(String, Vec<u8>)> = self
+            .c
+            .take_changelog()
+            .into_iter()
+            .filter_map(|op| Some((op.key, op.value?)))
+            .collect();
+        Correlator::restore(config(), latest).unwrap()
+    }
     /// Records published since the last call.
     pub fn take(&mut self) -> Vec<ToolCallRecord> {
         std::mem::take(&mut self.out.records)
