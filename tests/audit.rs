@@ -1926,6 +1926,21 @@ fn genuine_runs_with_retries_checksums_and_files_in_any_order_audit_clean() {
                 ev("06", r#""kind":"completion","callId":"B","result":"ok""#),
             ]],
         ),
+        // A first attempt without an id takes its id from the result that came first; another
+        // result under that id is late, the retry's success revises the record.
+        (
+            "",
+            vec![vec![
+                ev(
+                    "01",
+                    r#""kind":"completion","callId":"X","tool":"t","result":"no","isError":true"#,
+                ),
+                ev("02", &format!(r#""kind":"announce",{keyed}"#)),
+                ev("03", r#""kind":"completion","callId":"X","result":"ok""#),
+                ev("04", &format!(r#""kind":"announce","callId":"Y",{keyed}"#)),
+                ev("05", r#""kind":"completion","callId":"Y","result":"ok""#),
+            ]],
+        ),
         // A denied call's record revised by its result, a fact late in between.
         (
             "",

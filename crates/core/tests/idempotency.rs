@@ -217,3 +217,50 @@ fn a_retry_of_a_first_attempt_without_an_id_revises_the_record() {
     assert_eq!(h.apply(success()), Outcome::Late);
     assert!(h.take().is_empty());
 }
+
+/// A first attempt announced without an id that takes its id from a result which came first:
+/// that result answered the attempt the id now names, so another result under the same id is
+/// late, as it is for a call announced with its id — before a restore and after it.
+#[test]
+fn a_second_result_under_an_id_the_first_attempt_took_is_late() {
+    let mut h = Harness::new();
+    let failure = ev("s")
+        .id("x")
+        .at(1)
+        .event(EventBody::Completion(Completion {
+            tool: Some("send".into()),
+            result: Some(json!("fail").into()),
+            is_error: true,
+            ..Default::default()
+        }));
+    assert_eq!(h.apply(failure), Outcome::Pending);
+    assert!(matches!(
+        h.apply(ev("s").at(2).announce_keyed("K")),
+        Outcome::Matched(_)
+    ));
+    let record = h.one();
+    assert_eq!(
+        (record.status.phase, record.metadata.revision),
+        (Phase::Failed, 1)
+    );
+    let other = || ev("s").id("x").at(3).done(json!("ok"));
+    let mut restored = h.restored();
+    let mut out = toolcalls_core::Effects::default();
+    assert_eq!(h.apply(other()), Outcome::Late);
+    let pos = toolcalls_core::Position::new(0, 100);
+    assert_eq!(restored.apply(other(), pos, &mut out), Outcome::Late);
+    assert!(h.take().is_empty());
+    assert!(out.records.is_empty(), "{:#?}", out.records);
+    // A retry's own success still revises the failure.
+    assert_eq!(
+        h.apply(ev("s").id("y").at(5).announce_keyed("K")),
+        Outcome::Collapsed
+    );
+    assert_eq!(h.one().metadata.revision, 2);
+    h.apply(ev("s").id("y").at(6).done(json!("ok")));
+    let revised = h.one();
+    assert_eq!(
+        (revised.metadata.revision, revised.status.phase),
+        (3, Phase::Succeeded)
+    );
+}

@@ -172,8 +172,8 @@ impl Correlator {
         match done_link {
             Some(link) => {
                 let repeat = self.waiting_repeats.get(&link.seq).copied();
-                let done = self.absorb_waiting(seq, link.seq);
-                self.finish_with(seq, done, link, None, out);
+                let (done, answered_by) = self.absorb_waiting(seq, link.seq);
+                self.finish_with(seq, done, link, answered_by.as_ref(), out);
                 if let Some(key) = repeat {
                     self.remember_repeat(seq, key);
                 }
@@ -250,10 +250,17 @@ impl Correlator {
     }
 
     /// Moves the waiting result `waiting_seq` into the call `seq`: its facts are merged, its
-    /// result returned.
-    pub(super) fn absorb_waiting(&mut self, seq: u64, waiting_seq: u64) -> Option<Done> {
-        let Live::Waiting(waiting) = *self.remove_live(waiting_seq)? else {
-            return None;
+    /// result returned with the call id it came under, which names the attempt it answers.
+    pub(super) fn absorb_waiting(
+        &mut self,
+        seq: u64,
+        waiting_seq: u64,
+    ) -> (Option<Done>, Option<CallId>) {
+        let Some(live) = self.remove_live(waiting_seq) else {
+            return (None, None);
+        };
+        let Live::Waiting(waiting) = *live else {
+            return (None, None);
         };
         self.touch(waiting_seq);
         let WaitingResult {
@@ -291,7 +298,8 @@ impl Correlator {
                 take_id(self.scopes.get_mut(ix), &self.entries, &self.hs, &key, seq);
             }
         }
-        done
+        let answered_by = (has_id && done.is_some()).then(|| CallId::from(key.into_string()));
+        (done, answered_by)
     }
 }
 

@@ -155,8 +155,8 @@ impl Correlator {
         let Some(link) = self.find_call(waiting.scope, &hints) else {
             return false;
         };
-        let done = self.absorb_waiting(link.seq, seq);
-        self.finish_with(link.seq, done, link, None, out);
+        let (done, answered_by) = self.absorb_waiting(link.seq, seq);
+        self.finish_with(link.seq, done, link, answered_by.as_ref(), out);
         true
     }
 

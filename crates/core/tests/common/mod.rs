@@ -52,7 +52,7 @@ impl Ev {
         self.source = source;
         self
     }
-    fn event(self, body: EventBody) -> Event {
+    pub fn event(self, body: EventBody) -> Event {
         Event {
             source: Source::from(self.source),
             session: SessionId::from(self.session),
