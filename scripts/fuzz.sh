@@ -14,6 +14,8 @@
 #   crates/core/tests/fuzz_restore.rs the restore from a damaged changelog, then more events
 #   tests/fuzz_local.rs               the `toolcalls local` binary, one process per case
 #   tests/fuzz_audit.rs               `toolcalls audit` of mutated records files and inputs
+#   tests/audit_sweep.rs              `toolcalls audit` of generated genuine runs (clean), and of
+#                                     their records with one record taken out (found)
 #   src/receive/fuzz.rs               `toolcalls receive`'s readers of hook, v1 and OTLP bodies
 #                                     (generated protobuf requests too, some compressed), in process
 #   src/follow/fuzz.rs                `ingest --follow` on files written in pieces, cut and written
@@ -36,6 +38,7 @@ tests=(
   "-p toolcalls-core --test fuzz_restore"
   "-p toolcalls --test fuzz_local"
   "-p toolcalls --test fuzz_audit"
+  "-p toolcalls --test audit_sweep"
   "-p toolcalls --bin toolcalls receive::fuzz"
   "-p toolcalls --bin toolcalls follow::fuzz"
 )
