@@ -1692,6 +1692,17 @@ fn events_put_in_a_record_they_do_not_fit_are_named() {
         "{}",
         audit.show()
     );
+    // The same in a record that says it collapsed a retry: a retry's announce may name another
+    // tool, its results without an id may not.
+    swapped[2]["correlation"]["attempts"] = serde_json::json!(2);
+    let audit = write("retried.jsonl", &swapped);
+    assert_eq!(audit.code, 1, "{}", audit.show());
+    assert!(audit.stdout.contains(&want), "{want}: {}", audit.show());
+    assert!(
+        audit.stdout.contains("two results record"),
+        "{}",
+        audit.show()
+    );
 
     // A record that names no session: its checks cannot be made, which is itself named.
     let mut nameless = by_line.clone();

@@ -220,7 +220,9 @@ fn scope(gen: &mut Gen, session: &str, thread: Option<&str>) {
         if let Some(key) = key.filter(|_| gen.rng.chance(40)) {
             let retry_at = at + 600 + gen.rng.below(400) as i64;
             let mut retry = with_turn(ev("announce", retry_at));
-            retry["tool"] = json!(tool);
+            // Now and then under another tool's name: the key, not the tool, makes it a retry.
+            let retry_tool = if gen.rng.chance(15) { "v" } else { tool };
+            retry["tool"] = json!(retry_tool);
             retry["args"] = args.clone();
             retry["sideEffects"] = json!({"idempotencyKey": key});
             let retry_id = gen.rng.chance(70).then(|| format!("c{c}r"));
@@ -232,7 +234,8 @@ fn scope(gen: &mut Gen, session: &str, thread: Option<&str>) {
             r["result"] = json!("retried");
             match &retry_id {
                 Some(id) => r["callId"] = json!(id),
-                None => r["tool"] = json!(tool),
+                None if gen.rng.chance(70) => r["tool"] = json!(retry_tool),
+                None => {}
             }
             gen.push(retry_at + 50, r);
         }

@@ -227,8 +227,8 @@ pub enum Discrepancy {
         record: RecordId,
         tool: String,
     },
-    /// A record that lists results without a call id that say different things, and collapsed
-    /// no retries: without an id, a result's copy says what it says.
+    /// A record that lists results without a call id that say different things: without an id,
+    /// a result's copy says what it says, and a retry's result after the call closed is late.
     TwoResults { record: RecordId },
     /// A hook decision or approval with a call id in no record, which its call's record holds
     /// (in its content) without listing it or any event that says the same.
@@ -342,7 +342,7 @@ impl fmt::Display for Discrepancy {
             ),
             Discrepancy::TwoResults { record } => write!(
                 f,
-                "two results record {record}: lists results without a call id that say different things, and collapsed no retries (correlation.attempts 1): another call's result was put in it"
+                "two results record {record}: lists results without a call id that say different things: another call's result was put in it"
             ),
         }
     }
@@ -1063,7 +1063,10 @@ impl Ledger {
             _ => None,
         };
         let info = &mut self.records[ix as usize];
-        if info.collapsed || info.kind != Kind::Published {
+        // A retry's announce may name another tool: the key, not the tool, collapsed it. Results
+        // and facts without an id still join the call by its own tool.
+        let retry = info.collapsed && matches!(event.body, EventBody::Announce(_));
+        if retry || info.kind != Kind::Published {
             return;
         }
         if let EventBody::Completion(c) = &event.body {
