@@ -270,6 +270,7 @@ fn the_dashboard_is_well_formed_and_uses_the_provisioned_data_source() {
         "toolcalls_state_pending_bytes",
         "toolcalls_state_oldest_pending_age_seconds",
         "toolcalls_state_held_events",
+        "toolcalls_state_forgotten_sessions",
         "toolcalls_input_out_of_order_total",
         "toolcalls_consumer_lag_records",
         "toolcalls_consumer_lag_seconds",
