@@ -26,10 +26,15 @@
 //! topics (`kafka.rs`). Both stream: the claims of the outputs are gathered first, then each
 //! input is read once (`ledger.rs`). docs/OPERATIONS.md, "Auditing the ledger", has the how-to.
 
+mod attempts;
+mod discrepancy;
 mod files;
+mod identity;
+mod input;
 mod kafka;
 mod ledger;
 mod progress;
+mod record_head;
 
 use anyhow::{bail, Context};
 use clap::ValueEnum;

@@ -8,7 +8,8 @@
 //! run's `--dead-letters` file is given: then that file accounts for bad lines and refused events
 //! as the processor's dead-letter topic does, and a bad line it does not name is a discrepancy.
 
-use super::ledger::{Content, InputKey, Ledger, Range};
+use super::input::{InputKey, Range};
+use super::ledger::{Content, Ledger};
 use super::progress::Progress;
 use anyhow::{bail, Context};
 use std::collections::{BTreeSet, HashMap};

@@ -9,7 +9,8 @@
 //! at the group's committed offsets (`toolcalls_processor::changelog::Fold`), as the query API
 //! would show them.
 
-use super::ledger::{Content, InputKey, Ledger, Pos, Range};
+use super::input::{InputKey, Pos, Range};
+use super::ledger::{Content, Ledger};
 use super::progress::Progress;
 use anyhow::{bail, Context};
 use rdkafka::config::ClientConfig;

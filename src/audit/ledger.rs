@@ -7,57 +7,20 @@
 //! merged into that record). Memory is a few dozen bytes per claimed position; the inputs are
 //! never held.
 
+use super::attempts::{no_later_attempt, Attempt};
+pub use super::discrepancy::Discrepancy;
+use super::identity::{
+    fact_of_event, id_identity, identities, idless_copy_identity, result_says, scope_of, text_hash,
+};
+use super::input::{InputKey, Pos, Range};
+use super::record_head::{facts_held, has_result, key_input_number, unlisted, RecordHead};
 use foldhash::fast::RandomState;
 use std::collections::HashMap;
-use std::fmt;
 use std::hash::{Hash, Hasher};
-use toolcalls_core::MAX_LISTED_REPEATS;
-use toolcalls_model::checksum::digest_of_json;
 use toolcalls_model::record::{Origin, Provenance};
 use toolcalls_model::{Event, EventBody, EventKind, Phase, RecordId, ToolCallRecord};
 
-/// An input position: the input's number in the ledger, and the offset, line or event number.
-pub type Pos = (u32, i64);
-
 type Map<K, V> = HashMap<K, V, RandomState>;
-
-/// What an input is, as records, dead letters and the command line name it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum InputKey {
-    /// A topic partition (the processor).
-    Topic(String, i32),
-    /// A file of v1 events, by line (`toolcalls local`).
-    Lines(String),
-    /// A native file read through an adapter, by event number (`toolcalls local --format`).
-    Events(String),
-}
-
-impl fmt::Display for InputKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            InputKey::Topic(t, p) => write!(f, "{t}/{p}"),
-            InputKey::Lines(file) | InputKey::Events(file) => f.write_str(file),
-        }
-    }
-}
-
-/// Which positions of an input the audit covers: `from ..= to - 1`; `to: None` reads to the end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Range {
-    pub from: i64,
-    pub to: Option<i64>,
-}
-
-impl Range {
-    pub const ALL: Range = Range {
-        from: i64::MIN,
-        to: None,
-    };
-
-    pub fn contains(&self, at: i64) -> bool {
-        at >= self.from && self.to.is_none_or(|to| at < to)
-    }
-}
 
 struct Input {
     key: InputKey,
@@ -95,7 +58,8 @@ struct RecordInfo {
     /// The input number its key names, for a call opened without an id (`@<input>:<offset>`):
     /// the number the run gave the file, which need not be the audit's.
     key_input: Option<u16>,
-    /// What the hook decisions and approval decisions its content holds say ([`fact_held_hash`]).
+    /// What the hook decisions and approval decisions its content holds say
+    /// ([`fact_held_hash`](super::identity::fact_held_hash)).
     facts_held: Vec<u64>,
     /// What the first result without a call id it lists says ([`result_says`]), and whether one
     /// that says something else followed.
@@ -119,7 +83,8 @@ struct RecordInfo {
     /// A hash of its tool's name (`spec.toolRef.name`), when it names one.
     tool: Option<u64>,
     /// How many copies of its events it may have counted without listing them: the core lists
-    /// the first [`MAX_LISTED_REPEATS`] copies an entry takes, and counts the rest.
+    /// the first [`MAX_LISTED_REPEATS`](toolcalls_core::MAX_LISTED_REPEATS) copies an entry
+    /// takes, and counts the rest.
     unlisted: u32,
 }
 
@@ -140,212 +105,6 @@ struct Claim {
     record: u32,
     revision: u32,
     seen: bool,
-}
-
-/// One thing that does not add up.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Discrepancy {
-    /// An input event that no record, dead letter or pending call accounts for, and that repeats
-    /// no event of a record; with the record it would have gone into, where its id (or, for an
-    /// announce without one, its position) says.
-    Missing {
-        at: String,
-        event: String,
-        expected: Option<RecordId>,
-    },
-    /// An input that is not a valid event and was not dead-lettered.
-    Undecodable { at: String, reason: String },
-    /// A position two different records list.
-    ClaimedTwice {
-        at: String,
-        first: RecordId,
-        second: RecordId,
-    },
-    /// A position a record (or pending call) names that holds an event of another source or
-    /// session than the record's.
-    OtherScope {
-        at: String,
-        record: RecordId,
-        source: String,
-        session: String,
-    },
-    /// A position both in a record (or pending) and dead-lettered.
-    RecordAndDeadLetter {
-        at: String,
-        record: RecordId,
-        reason: String,
-    },
-    /// A position both in a published record and in a pending call.
-    RecordAndPending {
-        at: String,
-        record: RecordId,
-        pending: RecordId,
-    },
-    /// A record id published twice at one revision with different content.
-    ConflictingCopies { record: RecordId, revision: u32 },
-    /// A position only an older revision of a record lists.
-    DroppedByRevision {
-        at: String,
-        record: RecordId,
-        revision: u32,
-        latest: u32,
-    },
-    /// A record names a position inside the audited range that holds no input event: nothing,
-    /// or (`not_an_event`, its reason) an input that is not a valid event.
-    NoSuchInput {
-        at: String,
-        record: RecordId,
-        not_an_event: Option<String>,
-    },
-    /// A record whose id derives from none of the events it lists (the correlator derives it
-    /// from the call id, or the position, of the event that opened the call).
-    ForeignId { record: RecordId },
-    /// A record line that is not a record, or a provenance the runtime did not name.
-    BadRecord { at: String, why: String },
-    /// An input event in no record whose call's record lists an event it was applied before:
-    /// it went into a record under the same id that the outputs no longer hold.
-    Superseded {
-        at: String,
-        event: String,
-        record: RecordId,
-    },
-    /// An announce in no record under the call id of a record of another tool: refused by the
-    /// correlator (`conflicting_call_id`), which local mode keeps in no output.
-    Refused {
-        at: String,
-        event: String,
-        record: RecordId,
-    },
-    /// A record that lists events of more than one call id without retries collapsed into it.
-    MixedIds { record: RecordId },
-    /// A record whose phase says it holds a result while none of its events is a completion.
-    NoResult { record: RecordId },
-    /// An event without a call id, naming another tool than its record's: the correlator links
-    /// such an event by its checksum or its tool name, never to another tool's call.
-    OtherTool {
-        at: String,
-        record: RecordId,
-        tool: String,
-    },
-    /// A record that lists results without a call id that say different things: without an id,
-    /// a result's copy says what it says, and a retry's result after the call closed is late.
-    TwoResults { record: RecordId },
-    /// A hook decision or approval with a call id in no record, which its call's record holds
-    /// (in its content) without listing it or any event that says the same.
-    Unlisted {
-        at: String,
-        event: String,
-        record: RecordId,
-    },
-}
-
-impl fmt::Display for Discrepancy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Discrepancy::Missing {
-                at,
-                event,
-                expected,
-            } => {
-                write!(
-                    f,
-                    "missing     {at}: {event} is in no record, not dead-lettered, not pending, and repeats no event of a record"
-                )?;
-                match expected {
-                    Some(id) => write!(f, " (its record would be {id})"),
-                    None => Ok(()),
-                }
-            }
-            Discrepancy::Undecodable { at, reason } => write!(
-                f,
-                "undecodable {at}: not a valid event ({reason}) and not dead-lettered"
-            ),
-            Discrepancy::ClaimedTwice { at, first, second } => {
-                write!(f, "twice       {at}: in record {first} and in record {second}")
-            }
-            Discrepancy::OtherScope {
-                at,
-                record,
-                source,
-                session,
-            } => write!(
-                f,
-                "scope       {at}: named by record {record}, but the event there is of source {source}, session {session}, not the record's"
-            ),
-            Discrepancy::RecordAndDeadLetter { at, record, reason } => write!(
-                f,
-                "both        {at}: in record {record} and dead-lettered ({reason})"
-            ),
-            Discrepancy::RecordAndPending {
-                at,
-                record,
-                pending,
-            } => write!(
-                f,
-                "both        {at}: in published record {record} and in pending call {pending}"
-            ),
-            Discrepancy::ConflictingCopies { record, revision } => write!(
-                f,
-                "conflict    record {record} revision {revision} was published twice with different content"
-            ),
-            Discrepancy::DroppedByRevision {
-                at,
-                record,
-                revision,
-                latest,
-            } => write!(
-                f,
-                "dropped     {at}: in record {record} revision {revision}, not in its latest revision {latest}"
-            ),
-            Discrepancy::NoSuchInput {
-                at,
-                record,
-                not_an_event,
-            } => {
-                write!(
-                    f,
-                    "no input    {at}: named by record {record}, but the input holds no event there"
-                )?;
-                match not_an_event {
-                    Some(reason) => write!(f, " (what it holds is not one: {reason})"),
-                    None => Ok(()),
-                }
-            }
-            Discrepancy::ForeignId { record } => write!(
-                f,
-                "foreign id  record {record}: its id derives from none of the events it lists (from their call ids or positions in their scope)"
-            ),
-            Discrepancy::BadRecord { at, why } => write!(f, "bad record  {at}: {why}"),
-            Discrepancy::Superseded { at, event, record } => write!(
-                f,
-                "superseded  {at}: {event} is in no record, yet comes before the events record {record} lists: it went into a record under the same id that the outputs lack (published over at the same revision, or compacted away)"
-            ),
-            Discrepancy::Refused { at, event, record } => write!(
-                f,
-                "refused     {at}: {event} names the call id of record {record}, of another tool: the correlator refused it (conflicting_call_id) and it is not dead-lettered (`toolcalls local` writes it to its --dead-letters file: give that file to the audit)"
-            ),
-            Discrepancy::MixedIds { record } => write!(
-                f,
-                "mixed ids   record {record}: lists events of more than one call id, and collapsed no retries (correlation.attempts 1): events of another call were put in it"
-            ),
-            Discrepancy::NoResult { record } => write!(
-                f,
-                "no result   record {record}: its phase says it has a result, but none of the events it lists is a completion"
-            ),
-            Discrepancy::OtherTool { at, record, tool } => write!(
-                f,
-                "other tool  {at}: named by record {record}, but the event there, without a call id, is about tool {tool}, not the record's"
-            ),
-            Discrepancy::Unlisted { at, event, record } => write!(
-                f,
-                "unlisted    {at}: {event} says what record {record} holds, but the record does not list it: it went into the record, and the record's provenance lost it"
-            ),
-            Discrepancy::TwoResults { record } => write!(
-                f,
-                "two results record {record}: lists results without a call id that say different things: another call's result was put in it"
-            ),
-        }
-    }
 }
 
 /// What the audit found, counted.
@@ -401,120 +160,6 @@ pub struct Ledger {
     pub discrepancies: Vec<Discrepancy>,
 }
 
-/// One attempt of a call (its call id; the events without one together) as its record lists it.
-#[derive(Default)]
-struct Attempt {
-    /// When its announce was made, and where it is: attempts are numbered in the order they
-    /// were applied, which is the order of their event times (or, where those tie, of their
-    /// positions) for the runs this audits.
-    announce: Option<(i64, Pos)>,
-    /// What each of its results listed says ([`result_says`]).
-    results: Vec<u64>,
-    /// A result of it came after the record held one that says the same: the correlator takes
-    /// it as late, but as the attempt answered from then on.
-    answered_late: bool,
-}
-
-impl Attempt {
-    fn listed(&mut self, pos: Pos, event: &Event) {
-        match &event.body {
-            EventBody::Announce(_) => {
-                let at = (event.time.millis(), pos);
-                self.announce = Some(self.announce.map_or(at, |a| a.min(at)));
-            }
-            EventBody::Completion(c) => self.results.push(result_says(c)),
-            _ => {}
-        }
-    }
-}
-
-/// What a hook decision or an approval says, as a record holds it: a hook decision whole, an
-/// approval's decision and its time.
-fn fact_held_hash(
-    hook: Option<&toolcalls_model::HookDecisionEntry>,
-    approval: Option<(&str, i64)>,
-) -> u64 {
-    let mut h = std::hash::DefaultHasher::new();
-    match (hook, approval) {
-        (Some(e), _) => {
-            6u8.hash(&mut h);
-            let says = (
-                &e.hook,
-                e.decision.as_str(),
-                &e.policy_id,
-                &e.policy_version,
-                &e.reason,
-            );
-            says.hash(&mut h);
-            e.at.millis().hash(&mut h);
-        }
-        (None, Some((decision, at))) => {
-            5u8.hash(&mut h);
-            (decision, at).hash(&mut h);
-        }
-        (None, None) => {}
-    }
-    h.finish()
-}
-
-/// The facts a record's content holds ([`fact_held_hash`]): its hook decisions, its approval's
-/// request and its decision.
-fn facts_held(spec: Option<&SpecHead>, status: Option<&StatusHead>) -> Vec<u64> {
-    let mut held: Vec<u64> = status
-        .iter()
-        .flat_map(|s| &s.hook_decisions)
-        .map(|e| fact_held_hash(Some(e), None))
-        .collect();
-    if let Some(a) = spec.and_then(|s| s.approval.as_ref()) {
-        if let Some(at) = a.requested_at {
-            held.push(fact_held_hash(None, Some(("requested", at.millis()))));
-        }
-        if let Some(at) = a.approved_at {
-            held.push(fact_held_hash(None, Some((a.status.as_str(), at.millis()))));
-        }
-    }
-    held
-}
-
-/// What a hook decision or an approval event says, as a record would hold it.
-fn fact_of_event(event: &Event) -> Option<u64> {
-    match &event.body {
-        EventBody::HookDecision(d) => {
-            let entry = toolcalls_model::HookDecisionEntry {
-                hook: d.hook.clone(),
-                decision: d.decision,
-                policy_id: d.policy_id.clone(),
-                policy_version: d.policy_version.clone(),
-                reason: d.reason.clone(),
-                at: event.time,
-            };
-            Some(fact_held_hash(Some(&entry), None))
-        }
-        EventBody::Approval(a) => Some(fact_held_hash(
-            None,
-            Some((a.decision.as_str(), event.time.millis())),
-        )),
-        _ => None,
-    }
-}
-
-/// Whether the attempt announced at `own` may have been applied no later than the one at
-/// `answered` (each `(event time, position)`). The correlator numbers attempts in the order it
-/// applied their announces: the input's order, or event time's under a reorder window, which
-/// the audit is not told. It takes either: a result it might have taken as late is not named.
-fn no_later_attempt(own: (i64, Pos), answered: (i64, Pos)) -> bool {
-    let same_input = own.1 .0 == answered.1 .0;
-    own.0 <= answered.0 || (same_input && own.1 <= answered.1)
-}
-
-/// A hash of what a result says: error or not, cancelled or not, its output.
-fn result_says(c: &toolcalls_model::Completion) -> u64 {
-    let mut h = std::hash::DefaultHasher::new();
-    (c.is_error, c.cancelled).hash(&mut h);
-    c.result.as_ref().map(|r| r.as_str()).hash(&mut h);
-    h.finish()
-}
-
 /// An input event nothing claims: its identity, kind bit, a description and the record it
 /// would be in.
 struct Unclaimed {
@@ -530,7 +175,7 @@ struct Unclaimed {
     /// For a result with a call id, what it says ([`result_says`]).
     result: Option<u64>,
     /// For a hook decision or an approval with a call id, what it says as a record holds it
-    /// ([`fact_held_hash`]).
+    /// ([`fact_held_hash`](super::identity::fact_held_hash)).
     fact: Option<u64>,
     event: String,
     expected: Option<RecordId>,
@@ -1322,251 +967,6 @@ impl Ledger {
             }
         }
         self.discrepancies.extend(found);
-    }
-}
-
-/// What the audit reads of a record: its id, revision and provenance.
-#[derive(serde::Deserialize)]
-struct RecordHead {
-    metadata: MetadataHead,
-    spec: Option<SpecHead>,
-    status: Option<StatusHead>,
-    correlation: Option<CorrelationHead>,
-    #[serde(default)]
-    provenance: Provenance,
-}
-
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct StatusHead {
-    phase: Phase,
-    #[serde(default)]
-    hook_decisions: Vec<toolcalls_model::HookDecisionEntry>,
-}
-
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SpecHead {
-    tool_ref: Option<ToolRefHead>,
-    approval: Option<toolcalls_model::ApprovalState>,
-}
-
-#[derive(serde::Deserialize)]
-struct ToolRefHead {
-    name: String,
-}
-
-#[derive(serde::Deserialize)]
-struct CorrelationHead {
-    #[serde(default)]
-    attempts: u32,
-    #[serde(default)]
-    duplicates: u32,
-    key: Option<String>,
-}
-
-/// How many of a record's `duplicates` copies it may not list.
-fn unlisted(duplicates: u32) -> u32 {
-    duplicates.saturating_sub(MAX_LISTED_REPEATS)
-}
-
-/// Whether a record in `phase` merged a result.
-fn has_result(phase: Phase) -> bool {
-    matches!(phase, Phase::Succeeded | Phase::Failed)
-}
-
-#[derive(serde::Deserialize)]
-struct MetadataHead {
-    name: RecordId,
-    revision: u32,
-    source: Option<String>,
-    session: Option<String>,
-    thread: Option<String>,
-}
-
-impl MetadataHead {
-    /// [`scope_of`] the record, when it names its source and session (a record always does).
-    fn scope(&self) -> Option<u64> {
-        let (source, session) = (self.source.as_deref()?, self.session.as_deref()?);
-        Some(scope_of(source, session, self.thread.as_deref()))
-    }
-}
-
-/// The input number of a record key `@<input>:<offset>` (a call opened without an id).
-fn key_input_number(key: &str) -> Option<u16> {
-    let (number, offset) = key.strip_prefix('@')?.split_once(':')?;
-    offset.parse::<i64>().ok()?;
-    number.parse().ok()
-}
-
-/// A hash of a text: a tool's name.
-fn text_hash(text: &str) -> u64 {
-    let mut h = std::hash::DefaultHasher::new();
-    text.hash(&mut h);
-    h.finish()
-}
-
-/// A hash of a source, a session and a thread: a record's scope, and an event's.
-fn scope_of(source: &str, session: &str, thread: Option<&str>) -> u64 {
-    let mut h = std::hash::DefaultHasher::new();
-    (source, session, thread).hash(&mut h);
-    h.finish()
-}
-
-/// The identities of an event by which a repeat of it is known (docs/ARCHITECTURE.md,
-/// Correlation → Repeats): its call id in its scope, and what it says — for an event without an
-/// id, its kind, tool, checksum, event time to the millisecond, and for a completion its result;
-/// for a fact (with an id or without) what [`says`] hashes and its time.
-fn identities(e: &Event) -> [Option<u64>; 2] {
-    let mut h = scope_hasher(
-        e.source.as_str(),
-        e.session.as_str(),
-        e.thread.as_ref().map(|t| t.as_str()),
-    );
-    if let Some(id) = &e.call_id {
-        id_part(&mut h, id.as_str());
-        let by_id = h.finish();
-        // A fact is one of the several its call may take: what it says tells a copy from another.
-        let content = says(&mut h, &e.body, false).then(|| {
-            e.time.millis().hash(&mut h);
-            h.finish()
-        });
-        return [Some(by_id), content];
-    }
-    match &e.body {
-        EventBody::Announce(a) => {
-            let digest = match (&a.checksum, &a.args) {
-                (Some(c), _) => Some(c.digest()),
-                (None, Some(args)) => Some(digest_of_json(&a.tool, Some(args))),
-                (None, None) => None,
-            };
-            1u8.hash(&mut h);
-            a.tool.hash(&mut h);
-            digest.hash(&mut h);
-        }
-        EventBody::Completion(c) => {
-            let digest = match (&c.checksum, &c.tool, &c.args) {
-                (Some(cs), _, _) => Some(cs.digest()),
-                (None, Some(tool), Some(args)) => Some(digest_of_json(tool, Some(args))),
-                _ => None,
-            };
-            2u8.hash(&mut h);
-            c.tool.hash(&mut h);
-            digest.hash(&mut h);
-            (c.is_error, c.cancelled).hash(&mut h);
-            c.result.as_ref().map(|r| r.as_str()).hash(&mut h);
-        }
-        // A fact without an id is the correlator's repeat when it says the same about the same
-        // checksum at the same time (core's `correlator/repeats.rs`): hashed from what it says.
-        _ => {
-            if !says(&mut h, &e.body, true) {
-                return [None, None];
-            }
-        }
-    }
-    e.time.millis().hash(&mut h);
-    [None, Some(h.finish())]
-}
-
-/// The identity of a copy of fact `e` that came without `e`'s call id; `None` for an event
-/// without one, or no fact.
-fn idless_copy_identity(e: &Event) -> Option<u64> {
-    let is_fact = !matches!(
-        e.body,
-        EventBody::Announce(_)
-            | EventBody::Completion(_)
-            | EventBody::TurnEnd(_)
-            | EventBody::TurnAborted(_)
-    );
-    if e.call_id.is_none() || !is_fact {
-        return None;
-    }
-    let copy = Event {
-        call_id: None,
-        ..e.clone()
-    };
-    identities(&copy)[1]
-}
-
-/// A hasher that has taken a scope: the start of every identity.
-fn scope_hasher(source: &str, session: &str, thread: Option<&str>) -> std::hash::DefaultHasher {
-    let mut h = std::hash::DefaultHasher::new();
-    source.hash(&mut h);
-    session.hash(&mut h);
-    thread.hash(&mut h);
-    h
-}
-
-fn id_part(h: &mut std::hash::DefaultHasher, id: &str) {
-    0u8.hash(h);
-    id.hash(h);
-}
-
-/// The by-id identity of call id `id` in a scope, as [`identities`] makes it of an event.
-fn id_identity(source: &str, session: &str, thread: Option<&str>, id: &str) -> u64 {
-    let mut h = scope_hasher(source, session, thread);
-    id_part(&mut h, id);
-    h.finish()
-}
-
-/// Hashes what a fact says — its kind, the checksum it is about, its outcome, decision, hook,
-/// policy and reason — and whether `body` is a fact. `checksum_needed`: a fact that names no
-/// checksum (nor the tool and arguments to make one) is not hashed, as without an id the
-/// correlator finds its copies by the checksum.
-fn says(h: &mut std::hash::DefaultHasher, body: &EventBody, checksum_needed: bool) -> bool {
-    match body {
-        EventBody::ExecutionStart(x) => {
-            3u8.hash(h);
-            Some(x.checksum.digest()).hash(h);
-        }
-        EventBody::ExecutionEnd(x) => {
-            4u8.hash(h);
-            Some(x.checksum.digest()).hash(h);
-            (x.is_error, x.duration_ms).hash(h);
-        }
-        EventBody::Approval(a) => {
-            let digest = fact_digest(a.checksum.as_ref(), a.tool.as_deref(), a.args.as_ref());
-            if digest.is_none() && checksum_needed {
-                return false;
-            }
-            5u8.hash(h);
-            digest.hash(h);
-            a.decision.hash(h);
-        }
-        EventBody::HookDecision(d) => {
-            let digest = fact_digest(d.checksum.as_ref(), d.tool.as_deref(), d.args.as_ref());
-            if digest.is_none() && checksum_needed {
-                return false;
-            }
-            6u8.hash(h);
-            digest.hash(h);
-            let says = (
-                &d.hook,
-                d.decision,
-                &d.policy_id,
-                &d.policy_version,
-                &d.reason,
-            );
-            says.hash(h);
-        }
-        EventBody::Announce(_)
-        | EventBody::Completion(_)
-        | EventBody::TurnEnd(_)
-        | EventBody::TurnAborted(_) => return false,
-    }
-    true
-}
-
-/// The checksum a fact is about: its own, or that of the tool and arguments it names.
-fn fact_digest(
-    checksum: Option<&toolcalls_model::Checksum>,
-    tool: Option<&str>,
-    args: Option<&toolcalls_model::Json>,
-) -> Option<[u8; 32]> {
-    match (checksum, tool) {
-        (Some(c), _) => Some(c.digest()),
-        (None, Some(tool)) => Some(digest_of_json(tool, args)),
-        (None, None) => None,
     }
 }
 
