@@ -19,7 +19,7 @@
 //! deadlines at the same events. Idleness is not (it is wall time): after a restore, a scope's
 //! idle wait starts again.
 
-use super::{scopes, Correlator, SCOPE_BIT};
+use super::{hasher, scopes, Correlator, SCOPE_BIT};
 use crate::state::{DeadlineCause, Live, ScopeIx};
 use crate::Effects;
 use toolcalls_model::{Phase, Timestamp};
@@ -220,10 +220,13 @@ impl Correlator {
         }
     }
 
-    /// Drops the scopes left without entries; their changelog keys are written as gone.
+    /// Drops the scopes left without entries; their changelog keys are written as gone. Tables
+    /// a burst left mostly empty give their memory back.
     pub(super) fn sweep_scopes(&mut self) {
         self.scopes
             .sweep(&self.hs, self.config.max_forgotten_sessions);
+        self.entries.shrink_if_sparse();
+        hasher::shrink_if_sparse(&mut self.waiting_repeats);
         for seq in std::mem::take(&mut self.scopes.dropped) {
             self.touch(seq | SCOPE_BIT);
         }

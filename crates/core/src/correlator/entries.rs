@@ -2,7 +2,7 @@
 //! remembered closed calls. The indexes (`indexes.rs`, `scopes.rs`) hold sequence numbers and
 //! read keys from here.
 
-use super::hasher::SeqMap;
+use super::hasher::{shrink_if_sparse, SeqMap};
 use crate::state::{Call, Closed, Live};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -81,6 +81,12 @@ impl SeqOrder {
 }
 
 impl Entries {
+    /// Gives back what a burst of entries left the tables ([`shrink_if_sparse`]).
+    pub(super) fn shrink_if_sparse(&mut self) {
+        shrink_if_sparse(&mut self.live);
+        shrink_if_sparse(&mut self.closed);
+    }
+
     /// The oldest pending entry (the smallest sequence number).
     pub(super) fn oldest_live(&mut self) -> Option<u64> {
         loop {
@@ -177,8 +183,44 @@ impl Entries {
 #[cfg(test)]
 mod tests {
     use super::SeqOrder;
+    use crate::{Config, Correlator, Effects, Position};
     use proptest::prelude::*;
     use std::collections::BTreeSet;
+    use toolcalls_model::{Event, Timestamp};
+
+    /// A burst of sessions, each with a call, all of them timed out and forgotten: the scope
+    /// table keeps a box's width a slot, and the entry tables give their memory back.
+    #[test]
+    fn a_burst_of_sessions_gone_leaves_no_table_at_its_size() {
+        let mut c = Correlator::without_changelog(Config {
+            max_forgotten_sessions: 0,
+            ..Config::default()
+        });
+        let mut out = Effects::default();
+        let n = 20_000;
+        for i in 0..n {
+            let line = format!(
+                r#"{{"v":1,"kind":"announce","source":"s","session":"{i}","callId":"c","time":"2026-01-01T00:00:00Z","tool":"t","args":{{}}}}"#
+            );
+            let event = Event::decode(line.as_bytes()).expect("an event");
+            c.apply(event, Position::new(0, i), &mut out);
+        }
+        assert!(c.entries.live.capacity() >= n as usize);
+        let days_later = Timestamp::from_millis(1_767_225_600_000 + 10 * 86_400_000);
+        c.advance(days_later, &mut out);
+        assert_eq!(out.records.len(), n as usize, "every call timed out");
+        assert!(
+            c.scopes.slots.iter().all(Option::is_none),
+            "every scope dropped"
+        );
+        assert_eq!(std::mem::size_of_val(&c.scopes.slots[0]), 8);
+        assert!(
+            c.entries.live.capacity() < 2_048 && c.entries.closed.capacity() < 2_048,
+            "live {}, closed {}",
+            c.entries.live.capacity(),
+            c.entries.closed.capacity()
+        );
+    }
 
     proptest! {
         /// Pushed in any order, mostly ascending, numbers come out smallest first.

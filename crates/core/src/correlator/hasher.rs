@@ -14,6 +14,21 @@ pub(super) const SPREAD: u64 = 0x9E37_79B9_7F4A_7C15;
 /// A map by entry number ([`BySeq`]).
 pub(super) type SeqMap<V> = std::collections::HashMap<u64, V, BySeq>;
 
+/// Below this capacity a map keeps its memory when it empties.
+const SHRINK_MIN: usize = 1024;
+
+/// Gives a map the memory back that a burst left it, once it is three quarters empty: hash maps
+/// never shrink by themselves, so a partition that once held many calls would hold their table
+/// for good. Shrinking to twice what is left, and only after three quarters went, keeps the
+/// rehashing an amortised constant per removal.
+pub(super) fn shrink_if_sparse<K: std::hash::Hash + Eq, V, S: BuildHasher>(
+    map: &mut std::collections::HashMap<K, V, S>,
+) {
+    if map.capacity() > SHRINK_MIN && map.len() * 4 < map.capacity() {
+        map.shrink_to(map.len() * 2);
+    }
+}
+
 /// Hashes an entry number to itself, but for the top seven bits, a mix of it: the table takes the
 /// bucket from the low bits, so entries numbered close together — a call and the calls filed
 /// around it, which mostly close around the same time — sit in neighbouring buckets and share

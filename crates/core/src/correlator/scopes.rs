@@ -3,7 +3,7 @@
 //! Scope and → Memory).
 
 use super::forgotten_scopes::{ForgottenScope, ForgottenScopes};
-use super::hasher::{HashMap, Hasher};
+use super::hasher::{shrink_if_sparse, HashMap, Hasher};
 use super::timers::Timers;
 use crate::state::{Call, ScopeIx, ScopeKey};
 use hashbrown::HashTable;
@@ -229,7 +229,9 @@ impl Scope {
 /// The scope table: slots indexed by [`ScopeIx`], found by key through a hash table of indexes.
 #[derive(Debug, Default)]
 pub(super) struct Scopes {
-    pub(super) slots: Vec<Option<Scope>>,
+    /// Each scope boxed: a slot freed by a dropped scope keeps 8 bytes, not a whole scope's,
+    /// for as long as the table keeps the size its busiest moment gave it.
+    pub(super) slots: Vec<Option<Box<Scope>>>,
     free: Vec<ScopeIx>,
     index: HashTable<ScopeIx>,
     /// Scopes that may have no entry left; dropped at the end of the step if they still have none.
@@ -272,7 +274,7 @@ impl Scopes {
             return ix;
         }
         let noted = self.forgotten.take(&key, hs);
-        let mut scope = Scope::new(self.share_source(key));
+        let mut scope = Box::new(Scope::new(self.share_source(key)));
         if let Some((seq, upto)) = noted {
             scope.seq = Some(seq);
             scope.forgot_upto = Some(upto);
@@ -362,6 +364,7 @@ impl Scopes {
         }
         let gone = self.forgotten.trim(max_notes, hs);
         self.dropped.extend(gone);
+        shrink_if_sparse(&mut self.by_seq);
     }
 }
 
