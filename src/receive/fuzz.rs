@@ -140,8 +140,8 @@ fn read_by_every_route(body: &[u8], redaction: &Redaction) {
     let results = [
         super::hooks::read(body, at),
         super::events::read(body),
-        super::traces::read(Encoding::Json, body),
-        super::traces::read(Encoding::Protobuf, body),
+        super::traces::read(Encoding::Json, body, usize::MAX),
+        super::traces::read(Encoding::Protobuf, body, usize::MAX),
     ];
     for events in results.into_iter().flatten() {
         for event in events {

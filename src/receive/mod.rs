@@ -63,6 +63,9 @@ pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
         metrics: Arc::new(metrics::Metrics::new()),
         max_body_bytes: o.max_body_bytes,
         redaction,
+        readers: tokio::sync::Semaphore::new(
+            std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
+        ),
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

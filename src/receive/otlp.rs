@@ -12,15 +12,34 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use prost::Message as _;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
-/// A protobuf `ExportTraceServiceRequest` as one line of OTLP JSON.
-pub fn protobuf_to_json_line(body: &[u8]) -> Result<Vec<u8>, String> {
+/// A protobuf `ExportTraceServiceRequest` as one line of OTLP JSON, written straight as text: a
+/// tree of values per attribute cost about a kilobyte each, so a small compressed body of millions
+/// of empty attributes took gigabytes.
+/// At most `max_values` attribute values (nested ones too): an empty attribute takes 2 bytes of
+/// protobuf and a few hundred bytes once read, so a body of millions of them is refused rather
+/// than read.
+pub fn protobuf_to_json_line(body: &[u8], max_values: usize) -> Result<Vec<u8>, String> {
     let request = ExportTraceServiceRequest::decode(body).map_err(|e| {
         format!("the body is not an OTLP ExportTraceServiceRequest in protobuf ({e})")
     })?;
-    let doc = json!({ "resourceSpans": request.resource_spans.iter().map(resource_spans).collect::<Vec<_>>() });
-    Ok(serde_json::to_vec(&doc).expect("a JSON value serializes"))
+    let values = values_in(&request);
+    if values > max_values {
+        return Err(format!(
+            "the export holds {values} attribute values, more than the {max_values} a request may \
+             (one per 16 bytes of --max-body-bytes); send smaller batches"
+        ));
+    }
+    let mut out = Vec::with_capacity(body.len() * 2);
+    let mut doc = Object::open(&mut out);
+    array(
+        doc.key("resourceSpans"),
+        &request.resource_spans,
+        resource_spans,
+    );
+    doc.close();
+    Ok(out)
 }
 
 /// An OTLP JSON body (compact or pretty) as one line.
@@ -39,118 +58,210 @@ pub fn json_to_json_line(body: &[u8]) -> Result<Vec<u8>, String> {
     Ok(serde_json::to_vec(&doc).expect("a JSON value serializes"))
 }
 
-fn resource_spans(rs: &ResourceSpans) -> Value {
-    let mut o = Map::new();
+/// How many attribute values the request holds: every key-value pair, and every value of an
+/// array, at any depth.
+fn values_in(request: &ExportTraceServiceRequest) -> usize {
+    fn of_list(list: &[KeyValue]) -> usize {
+        list.iter()
+            .map(|kv| 1 + kv.value.as_ref().map_or(0, of_value))
+            .sum()
+    }
+    fn of_value(v: &AnyValue) -> usize {
+        match &v.value {
+            Some(any_value::Value::ArrayValue(a)) => {
+                a.values.len() + a.values.iter().map(of_value).sum::<usize>()
+            }
+            Some(any_value::Value::KvlistValue(kv)) => of_list(&kv.values),
+            _ => 0,
+        }
+    }
+    let mut n = 0;
+    for rs in &request.resource_spans {
+        n += rs.resource.as_ref().map_or(0, |r| of_list(&r.attributes));
+        for ss in &rs.scope_spans {
+            n += ss.scope.as_ref().map_or(0, |s| of_list(&s.attributes));
+            for span in &ss.spans {
+                n += of_list(&span.attributes);
+                n += span
+                    .events
+                    .iter()
+                    .map(|e| of_list(&e.attributes))
+                    .sum::<usize>();
+                n += span
+                    .links
+                    .iter()
+                    .map(|l| of_list(&l.attributes))
+                    .sum::<usize>();
+            }
+        }
+    }
+    n
+}
+
+fn resource_spans(out: &mut Vec<u8>, rs: &ResourceSpans) {
+    let mut o = Object::open(out);
     if let Some(r) = &rs.resource {
-        o.insert(
-            "resource".into(),
-            json!({ "attributes": attributes(&r.attributes) }),
-        );
+        let mut resource = Object::open(o.key("resource"));
+        array(resource.key("attributes"), &r.attributes, key_value);
+        resource.close();
     }
-    o.insert(
-        "scopeSpans".into(),
-        rs.scope_spans.iter().map(scope_spans).collect(),
-    );
-    put_str(&mut o, "schemaUrl", &rs.schema_url);
-    Value::Object(o)
+    array(o.key("scopeSpans"), &rs.scope_spans, scope_spans);
+    o.text("schemaUrl", &rs.schema_url);
+    o.close();
 }
 
-fn scope_spans(ss: &ScopeSpans) -> Value {
-    let mut o = Map::new();
+fn scope_spans(out: &mut Vec<u8>, ss: &ScopeSpans) {
+    let mut o = Object::open(out);
     if let Some(s) = &ss.scope {
-        o.insert("scope".into(), scope(s));
+        scope(o.key("scope"), s);
     }
-    o.insert("spans".into(), ss.spans.iter().map(span).collect());
-    put_str(&mut o, "schemaUrl", &ss.schema_url);
-    Value::Object(o)
+    array(o.key("spans"), &ss.spans, span);
+    o.text("schemaUrl", &ss.schema_url);
+    o.close();
 }
 
-fn scope(s: &InstrumentationScope) -> Value {
-    let mut o = Map::new();
-    put_str(&mut o, "name", &s.name);
-    put_str(&mut o, "version", &s.version);
+fn scope(out: &mut Vec<u8>, s: &InstrumentationScope) {
+    let mut o = Object::open(out);
+    o.text("name", &s.name);
+    o.text("version", &s.version);
     if !s.attributes.is_empty() {
-        o.insert("attributes".into(), attributes(&s.attributes));
+        array(o.key("attributes"), &s.attributes, key_value);
     }
-    Value::Object(o)
+    o.close();
 }
 
-fn span(s: &Span) -> Value {
-    let mut o = Map::new();
-    put_str(&mut o, "traceId", &hex(&s.trace_id));
-    put_str(&mut o, "spanId", &hex(&s.span_id));
-    put_str(&mut o, "traceState", &s.trace_state);
-    put_str(&mut o, "parentSpanId", &hex(&s.parent_span_id));
+fn span(out: &mut Vec<u8>, s: &Span) {
+    let mut o = Object::open(out);
+    o.text("traceId", &hex(&s.trace_id));
+    o.text("spanId", &hex(&s.span_id));
+    o.text("traceState", &s.trace_state);
+    o.text("parentSpanId", &hex(&s.parent_span_id));
     if s.flags != 0 {
-        o.insert("flags".into(), s.flags.into());
+        o.number("flags", s.flags);
     }
-    put_str(&mut o, "name", &s.name);
+    o.text("name", &s.name);
     if s.kind != 0 {
-        o.insert("kind".into(), s.kind.into());
+        o.number("kind", s.kind);
     }
     if s.start_time_unix_nano != 0 {
-        o.insert(
-            "startTimeUnixNano".into(),
-            s.start_time_unix_nano.to_string().into(),
-        );
+        o.text("startTimeUnixNano", &s.start_time_unix_nano.to_string());
     }
     if s.end_time_unix_nano != 0 {
-        o.insert(
-            "endTimeUnixNano".into(),
-            s.end_time_unix_nano.to_string().into(),
-        );
+        o.text("endTimeUnixNano", &s.end_time_unix_nano.to_string());
     }
     if !s.attributes.is_empty() {
-        o.insert("attributes".into(), attributes(&s.attributes));
+        array(o.key("attributes"), &s.attributes, key_value);
     }
     if let Some(status) = &s.status {
-        let mut st = Map::new();
-        put_str(&mut st, "message", &status.message);
+        let mut st = Object::open(o.key("status"));
+        st.text("message", &status.message);
         if status.code != 0 {
-            st.insert("code".into(), status.code.into());
+            st.number("code", status.code);
         }
-        o.insert("status".into(), Value::Object(st));
+        st.close();
     }
-    Value::Object(o)
+    o.close();
 }
 
-fn attributes(list: &[KeyValue]) -> Value {
-    list.iter()
-        .map(|kv| {
-            let value = kv.value.as_ref().map_or_else(|| json!({}), any_value);
-            json!({ "key": kv.key, "value": value })
-        })
-        .collect()
+fn key_value(out: &mut Vec<u8>, kv: &KeyValue) {
+    let mut o = Object::open(out);
+    string(o.key("key"), &kv.key);
+    match &kv.value {
+        Some(v) => any_value(o.key("value"), v),
+        None => o.key("value").extend_from_slice(b"{}"),
+    }
+    o.close();
 }
 
-fn any_value(v: &AnyValue) -> Value {
+fn any_value(out: &mut Vec<u8>, v: &AnyValue) {
     use any_value::Value as V;
+    let mut o = Object::open(out);
     match &v.value {
-        Some(V::StringValue(s)) => json!({ "stringValue": s }),
-        Some(V::BoolValue(b)) => json!({ "boolValue": b }),
-        Some(V::IntValue(i)) => json!({ "intValue": i.to_string() }),
+        Some(V::StringValue(s)) => string(o.key("stringValue"), s),
+        Some(V::BoolValue(b)) => o.number("boolValue", b),
+        Some(V::IntValue(i)) => o.text("intValue", &i.to_string()),
         // Proto3 JSON writes the non-finite doubles as strings.
-        Some(V::DoubleValue(d)) if d.is_nan() => json!({ "doubleValue": "NaN" }),
-        Some(V::DoubleValue(d)) if d.is_infinite() => {
-            json!({ "doubleValue": if *d > 0.0 { "Infinity" } else { "-Infinity" } })
+        Some(V::DoubleValue(d)) if d.is_nan() => o.text("doubleValue", "NaN"),
+        Some(V::DoubleValue(d)) if d.is_infinite() => o.text(
+            "doubleValue",
+            if *d > 0.0 { "Infinity" } else { "-Infinity" },
+        ),
+        Some(V::DoubleValue(d)) => {
+            serde_json::to_writer(o.key("doubleValue"), d).expect("a number writes to memory")
         }
-        Some(V::DoubleValue(d)) => json!({ "doubleValue": d }),
         Some(V::ArrayValue(a)) => {
-            json!({ "arrayValue": { "values": a.values.iter().map(any_value).collect::<Vec<_>>() } })
+            let mut values = Object::open(o.key("arrayValue"));
+            array(values.key("values"), &a.values, any_value);
+            values.close();
         }
-        Some(V::KvlistValue(kv)) => json!({ "kvlistValue": { "values": attributes(&kv.values) } }),
-        Some(V::BytesValue(b)) => {
-            json!({ "bytesValue": base64::engine::general_purpose::STANDARD.encode(b) })
+        Some(V::KvlistValue(kv)) => {
+            let mut values = Object::open(o.key("kvlistValue"));
+            array(values.key("values"), &kv.values, key_value);
+            values.close();
         }
+        Some(V::BytesValue(b)) => o.text(
+            "bytesValue",
+            &base64::engine::general_purpose::STANDARD.encode(b),
+        ),
         // A reference into a dictionary that only profiles carry, or no value: empty.
-        Some(V::StringValueStrindex(_)) | None => json!({}),
+        Some(V::StringValueStrindex(_)) | None => {}
+    }
+    o.close();
+}
+
+/// A JSON object being written into `out`: each field after the first is preceded by a comma.
+struct Object<'a> {
+    out: &'a mut Vec<u8>,
+    empty: bool,
+}
+
+impl<'a> Object<'a> {
+    fn open(out: &'a mut Vec<u8>) -> Self {
+        out.push(b'{');
+        Object { out, empty: true }
+    }
+
+    /// Writes the field's name; its value goes into what it returns.
+    fn key(&mut self, key: &str) -> &mut Vec<u8> {
+        if !self.empty {
+            self.out.push(b',');
+        }
+        self.empty = false;
+        string(self.out, key);
+        self.out.push(b':');
+        self.out
+    }
+
+    /// A string field, left out when empty (proto3's default).
+    fn text(&mut self, key: &str, value: &str) {
+        if !value.is_empty() {
+            string(self.key(key), value);
+        }
+    }
+
+    fn number(&mut self, key: &str, value: impl std::fmt::Display) {
+        let out = self.key(key);
+        out.extend_from_slice(value.to_string().as_bytes());
+    }
+
+    fn close(self) {
+        self.out.push(b'}');
     }
 }
 
-fn put_str(o: &mut Map<String, Value>, key: &str, value: &str) {
-    if !value.is_empty() {
-        o.insert(key.into(), value.into());
+fn string(out: &mut Vec<u8>, s: &str) {
+    serde_json::to_writer(out, s).expect("a string writes to memory");
+}
+
+fn array<T>(out: &mut Vec<u8>, items: &[T], mut each: impl FnMut(&mut Vec<u8>, &T)) {
+    out.push(b'[');
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        each(out, item);
     }
+    out.push(b']');
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -214,7 +325,7 @@ mod tests {
                 ..ResourceSpans::default()
             }],
         };
-        let line = protobuf_to_json_line(&request.encode_to_vec()).unwrap();
+        let line = protobuf_to_json_line(&request.encode_to_vec(), usize::MAX).unwrap();
         let doc: Value = serde_json::from_slice(&line).unwrap();
         let span = &doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0];
         assert_eq!(span["traceId"], "000102030405060708090a0b0c0d0e0f");
@@ -237,17 +348,58 @@ mod tests {
         };
         assert!(c.is_error && c.checksum.is_some());
         assert_eq!(c.duration_ms, Some(750));
-        assert!(protobuf_to_json_line(b"\xff\xff\xff").is_err());
+        assert!(protobuf_to_json_line(b"\xff\xff\xff", usize::MAX).is_err());
+    }
+
+    /// Millions of empty attributes fit a small body: past one value per 16 bytes of the body
+    /// limit the export is refused before it is read, nested values counted too.
+    #[test]
+    fn an_export_of_more_attribute_values_than_allowed_is_refused() {
+        let nested = kv(
+            "list",
+            any_value::Value::ArrayValue(opentelemetry_proto::tonic::common::v1::ArrayValue {
+                values: vec![AnyValue::default(); 3],
+            }),
+        );
+        let span = |n: usize| Span {
+            name: "execute_tool t".into(),
+            attributes: std::iter::repeat_n(KeyValue::default(), n)
+                .chain([nested.clone()])
+                .collect(),
+            ..Span::default()
+        };
+        let request = |n: usize| ExportTraceServiceRequest {
+            resource_spans: vec![ResourceSpans {
+                scope_spans: vec![ScopeSpans {
+                    spans: vec![span(n)],
+                    ..ScopeSpans::default()
+                }],
+                ..ResourceSpans::default()
+            }],
+        };
+        let body = request(96).encode_to_vec();
+        assert!(protobuf_to_json_line(&body, 100).is_ok());
+        let body = request(97).encode_to_vec();
+        let refused = protobuf_to_json_line(&body, 100).unwrap_err();
+        assert!(refused.contains("101 attribute values"), "{refused}");
     }
 
     #[test]
     fn an_empty_export_reads_as_its_protobuf_twin() {
         for body in [&b"{}"[..], b" { } "] {
             let line = json_to_json_line(body).unwrap();
-            let events = crate::receive::traces::read(crate::receive::traces::Encoding::Json, body);
+            let events = crate::receive::traces::read(
+                crate::receive::traces::Encoding::Json,
+                body,
+                usize::MAX,
+            );
             assert_eq!(events.unwrap(), [], "{}", String::from_utf8_lossy(&line));
         }
-        let empty = crate::receive::traces::read(crate::receive::traces::Encoding::Protobuf, b"");
+        let empty = crate::receive::traces::read(
+            crate::receive::traces::Encoding::Protobuf,
+            b"",
+            usize::MAX,
+        );
         assert_eq!(empty.unwrap(), []);
         assert!(json_to_json_line(br#"{"spans":[]}"#).is_err());
     }

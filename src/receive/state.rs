@@ -12,4 +12,6 @@ pub struct Shared {
     pub max_body_bytes: usize,
     /// Applied to every event before it is published.
     pub redaction: Redaction,
+    /// How many OTLP exports are read at once (one per core).
+    pub readers: tokio::sync::Semaphore,
 }

@@ -40,9 +40,23 @@ pub async fn traces(
         Ok(b) => b,
         Err(r) => return r.into_response(),
     };
-    let events = match read(encoding, &body) {
-        Ok(events) => events,
-        Err(why) => return reply::bad(why),
+    // Reading an export is CPU work in proportion to its size: off the async workers, so that
+    // other requests are answered meanwhile, and a few at a time, so that memory stays bounded.
+    let Ok(_permit) = s.readers.acquire().await else {
+        return reply::error(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
+    };
+    let max_values = s.max_body_bytes / 16;
+    let read = tokio::task::spawn_blocking(move || read(encoding, &body, max_values)).await;
+    let events = match read {
+        Ok(Ok(events)) => events,
+        Ok(Err(why)) => return reply::bad(why),
+        Err(e) => {
+            tracing::error!(error = %e, "reading an OTLP export failed");
+            return reply::error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the export could not be read",
+            );
+        }
     };
     if let Err(r) = reply::deliver(&s, ROUTE, &events).await {
         return r.into_response();
@@ -57,10 +71,11 @@ pub async fn traces(
     }
 }
 
-/// The events of the `execute_tool` spans of an export request, or why it cannot be read.
-pub fn read(encoding: Encoding, body: &[u8]) -> Result<Vec<Event>, String> {
+/// The events of the `execute_tool` spans of an export request, or why it cannot be read;
+/// a protobuf one of more than `max_values` attribute values is refused.
+pub fn read(encoding: Encoding, body: &[u8], max_values: usize) -> Result<Vec<Event>, String> {
     let line = match encoding {
-        Encoding::Protobuf => otlp::protobuf_to_json_line(body),
+        Encoding::Protobuf => otlp::protobuf_to_json_line(body, max_values),
         Encoding::Json => otlp::json_to_json_line(body),
     }?;
     let parsed = parse(Format::Otel, "request", &line, &Options::default());
