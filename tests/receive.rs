@@ -24,7 +24,7 @@ mod scratch;
 use harness::*;
 use scratch::Scratch;
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -801,6 +801,36 @@ fn secrets_are_redacted_before_they_are_published() {
     ] {
         assert!(metrics.contains(line), "{line} in\n{metrics}");
     }
+    r.stop();
+}
+
+/// Identical hook payloads without a `tool_use_id` posted at once are as many calls: each is
+/// stamped with a millisecond of its own in its session, or the processor would take those
+/// stamped alike for one call delivered twice.
+#[test]
+fn identical_payloads_without_ids_posted_at_once_get_times_of_their_own() {
+    let s = topics("recv-stamps");
+    let r = Receiver::start(&s, &[]);
+    let payload = r#"{"session_id":"same","hook_event_name":"PreToolUse","tool_name":"Read","tool_input":{"file_path":"/a"}}"#;
+    let url = format!("{}/v1/hooks/claude-code", r.url);
+    let posts: Vec<_> = (0..8)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || curl(&["--data-binary", "@-"], &url, payload.as_bytes()))
+        })
+        .collect();
+    for post in posts {
+        let c = post.join().unwrap();
+        assert_eq!(c.status, 204, "{}", c.body);
+    }
+    let times: BTreeSet<String> = read_to_end(&s.topics.announce)
+        .iter()
+        .map(|m| {
+            let e = toolcalls_model::Event::decode(m.payload.as_deref().unwrap()).unwrap();
+            e.time.to_rfc3339()
+        })
+        .collect();
+    assert_eq!(times.len(), 8, "{times:?}");
     r.stop();
 }
 

@@ -138,7 +138,7 @@ fn compressed_at_times(rng: &mut Rng, body: Vec<u8>) -> Vec<u8> {
 fn read_by_every_route(body: &[u8], redaction: &Redaction) {
     let at = Timestamp::from_millis(1_780_000_000_000);
     let results = [
-        super::hooks::read(body, at),
+        super::hooks::read(body, |_, _| at),
         super::events::read(body),
         super::traces::read(Encoding::Json, body, usize::MAX),
         super::traces::read(Encoding::Protobuf, body, usize::MAX),

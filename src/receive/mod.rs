@@ -27,6 +27,7 @@ mod opts;
 mod otlp;
 mod reply;
 mod server;
+mod stamps;
 mod state;
 mod traces;
 
@@ -66,6 +67,7 @@ pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
         readers: tokio::sync::Semaphore::new(
             std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
         ),
+        stamps: stamps::Stamps::default(),
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

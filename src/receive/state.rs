@@ -14,4 +14,6 @@ pub struct Shared {
     pub redaction: Redaction,
     /// How many OTLP exports are read at once (one per core).
     pub readers: tokio::sync::Semaphore,
+    /// The receive times given to hook payloads, a millisecond of its own per session.
+    pub stamps: super::stamps::Stamps,
 }
