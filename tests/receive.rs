@@ -734,6 +734,8 @@ fn secrets_are_redacted_before_they_are_published() {
             "/api_key",
             "--redact-pattern",
             "tok-[0-9a-f]{16}",
+            "--kafka",
+            "message.max.bytes=20000",
         ],
     );
     let (by_pointer, by_pattern) = ("hunter2-but-longer", "tok-0123456789abcdef");
@@ -796,11 +798,33 @@ fn secrets_are_redacted_before_they_are_published() {
     );
     let metrics = http_text(r.metrics.as_deref().unwrap());
     for line in [
-        r#"toolcalls_receive_events_redacted_total{route="hooks/claude-code"}"#,
+        r#"toolcalls_receive_events_redacted_total{route="hooks/claude-code"} 2"#,
         r#"toolcalls_receive_events_redacted_total{route="events"} 1"#,
     ] {
         assert!(metrics.contains(line), "{line} in\n{metrics}");
     }
+
+    // A payload that cannot be read is answered with why, the secret it quotes redacted.
+    let bad = format!(
+        r#"{{"tool_input":{{"command":"{by_pattern}"}},"session_id":"red","hook_event_name":"PreToolUse","tool_name":"Bash",}}"#
+    );
+    let url = format!("{}/v1/hooks/claude-code", r.url);
+    let c = curl(&["--data-binary", "@-"], &url, bad.as_bytes());
+    assert_eq!(c.status, 400, "{}", c.body);
+    assert!(
+        c.body.contains("not JSON")
+            && c.body.contains("[REDACTED]")
+            && !c.body.contains(by_pattern),
+        "{}",
+        c.body
+    );
+    // An event refused as too large was redacted, but never published: not counted.
+    let large = pre.replace("curl -H", &format!("curl {} -H", "x".repeat(30_000)));
+    let c = curl(&["--data-binary", "@-"], &url, large.as_bytes());
+    assert_eq!(c.status, 413, "{}", c.body);
+    let metrics = http_text(r.metrics.as_deref().unwrap());
+    let line = r#"toolcalls_receive_events_redacted_total{route="hooks/claude-code"} 2"#;
+    assert!(metrics.contains(line), "{line} in\n{metrics}");
     r.stop();
 }
 

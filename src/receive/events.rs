@@ -20,7 +20,7 @@ pub async fn events(State(s): State<Arc<Shared>>, body: Result<Bytes, BytesRejec
     };
     let events = match read(&body) {
         Ok(events) => events,
-        Err(why) => return reply::bad(why),
+        Err(why) => return reply::bad(&s, why),
     };
     match reply::deliver(&s, ROUTE, &events).await {
         Ok(()) => Json(serde_json::json!({ "accepted": events.len() })).into_response(),

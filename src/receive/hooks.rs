@@ -33,7 +33,7 @@ pub async fn claude_code(
     let received = |sessions: &[String], lines: usize| s.stamps.reserve(sessions, lines, now());
     let events = match read(&body, received) {
         Ok(events) => events,
-        Err(why) => return reply::bad(why),
+        Err(why) => return reply::bad(&s, why),
     };
     match reply::deliver(&s, ROUTE, &events).await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),

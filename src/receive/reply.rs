@@ -87,8 +87,11 @@ pub fn caused_by<T: std::error::Error + 'static>(
     false
 }
 
-/// 400 for a payload that cannot be read, saying why; nothing of it is published.
-pub fn bad(why: String) -> Response {
+/// 400 for a payload that cannot be read, saying why; nothing of it is published. The reason
+/// may quote the payload, so the redaction patterns go over it as over the events: exporters and
+/// collectors log what they are answered.
+pub fn bad(s: &Shared, why: String) -> Response {
+    let why = s.redaction.in_text(&why);
     error(
         StatusCode::BAD_REQUEST,
         format!("{why}; nothing of this request was published"),
@@ -112,10 +115,10 @@ pub async fn deliver(s: &Shared, route: &'static str, events: &[Event]) -> Resul
         return Ok(());
     }
     let redacted: Vec<Event>;
+    let mut changed = 0;
     let events = if s.redaction.is_empty() {
         events
     } else {
-        let mut changed = 0;
         redacted = events
             .iter()
             .cloned()
@@ -124,11 +127,12 @@ pub async fn deliver(s: &Shared, route: &'static str, events: &[Event]) -> Resul
                 e
             })
             .collect();
-        s.metrics.redacted(route, changed);
         &redacted
     };
     match s.deliverer.deliver(events).await {
         Ok(()) => {
+            // Counted once published: a refused request, or one retried, changed nothing out there.
+            s.metrics.redacted(route, changed);
             s.metrics.events(route, events.len());
             Ok(())
         }

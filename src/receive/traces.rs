@@ -49,7 +49,7 @@ pub async fn traces(
     let read = tokio::task::spawn_blocking(move || read(encoding, &body, max_values)).await;
     let events = match read {
         Ok(Ok(events)) => events,
-        Ok(Err(why)) => return reply::bad(why),
+        Ok(Err(why)) => return reply::bad(&s, why),
         Err(e) => {
             tracing::error!(error = %e, "reading an OTLP export failed");
             return reply::error(
