@@ -384,6 +384,29 @@ mod tests {
         assert!(refused.contains("101 attribute values"), "{refused}");
     }
 
+    /// A span that names no session, and has no trace id to stand in, is refused: the request's
+    /// name is no session.
+    #[test]
+    fn a_span_that_names_no_session_is_refused() {
+        use crate::receive::traces::{read, Encoding};
+        let span = |attrs: &str, trace: &str| {
+            format!(
+                r#"{{"resourceSpans":[{{"scopeSpans":[{{"spans":[{{"name":"execute_tool t",{trace}"startTimeUnixNano":"1775044801000000000","endTimeUnixNano":"1775044802000000000","attributes":[{{"key":"gen_ai.operation.name","value":{{"stringValue":"execute_tool"}}}},{{"key":"gen_ai.tool.name","value":{{"stringValue":"t"}}}}{attrs}]}}]}}]}}]}}"#
+            )
+        };
+        let why = read(Encoding::Json, span("", "").as_bytes(), usize::MAX).unwrap_err();
+        assert!(why.contains("names no session"), "{why}");
+        let traced = span("", r#""traceId":"000102030405060708090a0b0c0d0e0f","#);
+        let events = read(Encoding::Json, traced.as_bytes(), usize::MAX).unwrap();
+        assert_eq!(
+            events[0].session.as_str(),
+            "000102030405060708090a0b0c0d0e0f"
+        );
+        let named = span(r#",{"key":"session.id","value":{"stringValue":"s1"}}"#, "");
+        let events = read(Encoding::Json, named.as_bytes(), usize::MAX).unwrap();
+        assert_eq!(events[0].session.as_str(), "s1");
+    }
+
     #[test]
     fn an_empty_export_reads_as_its_protobuf_twin() {
         for body in [&b"{}"[..], b" { } "] {

@@ -78,12 +78,34 @@ pub fn read(encoding: Encoding, body: &[u8], max_values: usize) -> Result<Vec<Ev
         Encoding::Protobuf => otlp::protobuf_to_json_line(body, max_values),
         Encoding::Json => otlp::json_to_json_line(body),
     }?;
-    let parsed = parse(Format::Otel, "request", &line, &Options::default());
-    if !parsed.errors.is_empty() {
-        let problems: Vec<String> = parsed.errors.iter().map(ToString::to_string).collect();
+    let parsed = parse(Format::Otel, REQUEST, &line, &Options::default());
+    let mut problems: Vec<String> = parsed.errors.iter().map(ToString::to_string).collect();
+    problems.extend(sessionless(&parsed.events));
+    if !problems.is_empty() {
         return Err(reply::reasons(&problems));
     }
     Ok(parsed.events)
+}
+
+/// What the otel adapter names a request by, and the session it gives a span that names none.
+const REQUEST: &str = "request";
+
+/// The spans among `events` that name no session: no `gen_ai.conversation.id`, no `session.id`
+/// and no trace id (which is also their turn). A file of spans is their session then; a request
+/// has no name to stand in, and one it made up would put every client's spans in one session,
+/// where they could take each other's results.
+fn sessionless(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e.turn.is_none() && e.session.as_str() == REQUEST)
+        .filter_map(|e| match &e.body {
+            toolcalls_model::EventBody::Announce(a) => Some(format!(
+                "{REQUEST}: the `execute_tool` span of tool `{}` names no session: no `gen_ai.conversation.id`, `session.id` or trace id",
+                a.tool
+            )),
+            _ => None,
+        })
+        .collect()
 }
 
 /// `google.rpc.Status`, the body OTLP/HTTP gives a refused protobuf request.
