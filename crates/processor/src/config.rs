@@ -359,6 +359,7 @@ impl Settings {
         self.redact.resolve().map_err(Error::Config)?;
         self.spans.validate().map_err(Error::Config)?;
         toolcalls_producer::check_kafka_properties(&self.kafka).map_err(Error::Config)?;
+        toolcalls_producer::keeps_acknowledged_delivery(&self.kafka).map_err(Error::Config)?;
         for (k, _) in &self.kafka {
             if matches!(
                 k.as_str(),

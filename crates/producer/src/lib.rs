@@ -245,6 +245,27 @@ impl PublishSettings {
     }
 }
 
+/// Refuses `--kafka` properties that would have an event reported delivered before every
+/// in-sync replica has it: the producers say "delivered" (ingest's count, a follower's
+/// checkpoint, the receiver's 2xx) only for what the brokers keep, which the idempotent
+/// producer's `acks=all` gives.
+pub fn keeps_acknowledged_delivery(properties: &[(String, String)]) -> Result<(), String> {
+    for (key, value) in properties {
+        let value = value.trim().to_ascii_lowercase();
+        let weakens = match key.as_str() {
+            "enable.idempotence" => value != "true",
+            "acks" | "request.required.acks" => !matches!(value.as_str(), "all" | "-1"),
+            _ => false,
+        };
+        if weakens {
+            return Err(format!(
+                "--kafka {key}={value}: the producers of toolcalls report an event delivered only once every in-sync replica has it (an idempotent producer, acks=all); leave {key} out"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Checks `--kafka` properties with librdkafka, property by property, and says which one it
 /// refuses by its key alone: librdkafka's own error repeats the value, and a value may be a
 /// password (`sasl.password`).
@@ -280,6 +301,7 @@ impl Publisher {
         watch: Arc<BrokerWatch>,
     ) -> Result<Self, PublishError> {
         check_kafka_properties(&settings.kafka).map_err(PublishError::Property)?;
+        keeps_acknowledged_delivery(&settings.kafka).map_err(PublishError::Property)?;
         let deliveries = Arc::new(Deliveries::default());
         let producer = settings
             .client_config("toolcalls-ingest")
@@ -491,6 +513,38 @@ mod tests {
             assert!(e.contains(&format!("--kafka {k}=…")), "{e}");
             assert!(!e.contains(v), "{e}");
         }
+    }
+
+    #[test]
+    fn properties_that_would_report_unkept_events_delivered_are_refused() {
+        let props = |k: &str, v: &str| vec![(k.to_owned(), v.to_owned())];
+        for (k, v) in [
+            ("acks", "0"),
+            ("acks", "1"),
+            ("request.required.acks", "1"),
+            ("enable.idempotence", "false"),
+        ] {
+            let e = keeps_acknowledged_delivery(&props(k, v)).unwrap_err();
+            assert!(e.contains(&format!("--kafka {k}={v}")), "{e}");
+        }
+        for (k, v) in [
+            ("acks", "all"),
+            ("acks", "-1"),
+            ("enable.idempotence", "true"),
+        ] {
+            assert!(keeps_acknowledged_delivery(&props(k, v)).is_ok(), "{k}={v}");
+        }
+        let settings = PublishSettings {
+            brokers: "localhost:1".into(),
+            announce_topic: "a".into(),
+            completion_topic: "c".into(),
+            kafka: props("acks", "0"),
+            flush_timeout: Duration::from_secs(1),
+        };
+        assert!(matches!(
+            Publisher::new(settings),
+            Err(PublishError::Property(_))
+        ));
     }
 
     /// Brokers that take only TLS (managed Kafka services, the Kubernetes example's `SASL_SSL`)
