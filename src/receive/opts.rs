@@ -63,7 +63,7 @@ pub struct Opts {
         default_value_t = Dur(Duration::from_secs(10))
     )]
     pub read_timeout: Dur,
-    /// Connections served at once; more wait to be accepted until one ends
+    /// Connections served at once (at most 1048576); more wait to be accepted until one ends
     #[arg(
         long,
         env = "TOOLCALLS_RECEIVE_MAX_CONNECTIONS",
@@ -101,8 +101,9 @@ impl Opts {
         if self.read_timeout.0.is_zero() {
             anyhow::bail!("--read-timeout must be greater than 0");
         }
-        if self.max_connections == 0 {
-            anyhow::bail!("--max-connections must be greater than 0");
+        let most = toolcalls_processor::listener::MAX_CONNECTIONS;
+        if self.max_connections == 0 || self.max_connections > most {
+            anyhow::bail!("--max-connections must be greater than 0 and at most {most}");
         }
         Ok(())
     }
@@ -157,5 +158,7 @@ mod tests {
         assert!(e.contains("set --token"), "{e}");
         assert!(opts(&["--listen", "[::1]:4319"], None).is_ok());
         assert!(opts(&["--token", " "], None).unwrap_err().contains("empty"));
+        let e = opts(&["--max-connections", "2305843009213693952"], None).unwrap_err();
+        assert!(e.contains("at most 1048576"), "{e}");
     }
 }

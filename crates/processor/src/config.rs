@@ -219,8 +219,8 @@ pub struct Settings {
         default_value_t = 10_000
     )]
     pub http_read_timeout_ms: u64,
-    /// Connections the operations listener, and the query API, each serve at once; more wait to
-    /// be accepted until one ends
+    /// Connections the operations listener, and the query API, each serve at once (at most
+    /// 1048576); more wait to be accepted until one ends
     #[arg(
         long,
         env = "TOOLCALLS_HTTP_MAX_CONNECTIONS",
@@ -344,6 +344,12 @@ impl Settings {
             return bad(
                 "--http-read-timeout-ms and --http-max-connections must be greater than 0".into(),
             );
+        }
+        if self.http_max_connections > crate::listener::MAX_CONNECTIONS {
+            return bad(format!(
+                "--http-max-connections must be at most {}",
+                crate::listener::MAX_CONNECTIONS
+            ));
         }
         if let Some(token) = &self.api_token {
             token.check_token("--api-token").map_err(Error::Config)?;
@@ -510,6 +516,15 @@ call_timeout = "5s"
         let e = settings(&["--kafka", "group.id=x"]).unwrap_err();
         assert!(e.contains("--group"), "{e}");
         assert!(settings(&["--kafka", "novalue"]).is_err());
+        let e = settings(&["--kafka", "acks=1"]).unwrap_err();
+        assert!(e.contains("acks=all"), "{e}");
+    }
+
+    #[test]
+    fn refuses_more_connections_than_a_listener_can_count() {
+        assert!(settings(&["--http-max-connections", "1048576"]).is_ok());
+        let e = settings(&["--http-max-connections", "2305843009213693952"]).unwrap_err();
+        assert!(e.contains("at most 1048576"), "{e}");
     }
 
     #[test]

@@ -22,6 +22,10 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::{watch, Semaphore};
 
+/// The most connections a listener may be told to serve at once: far above any process's file
+/// descriptors, and far below what its semaphore can count.
+pub const MAX_CONNECTIONS: usize = 1 << 20;
+
 /// What bounds a listener's clients.
 #[derive(Debug, Clone, Copy)]
 pub struct Bounds {
@@ -37,7 +41,7 @@ pub async fn serve(
     bounds: Bounds,
     mut stop: watch::Receiver<bool>,
 ) {
-    let slots = Arc::new(Semaphore::new(bounds.max_connections));
+    let slots = Arc::new(Semaphore::new(bounds.max_connections.min(MAX_CONNECTIONS)));
     loop {
         let slot = tokio::select! {
             slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
