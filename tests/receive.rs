@@ -564,11 +564,19 @@ fn bad_payloads_are_refused_and_publish_nothing() {
         #[prost(string, tag = "2")]
         message: String,
     }
+    // Its code is the gRPC code of the HTTP status: 3 (INVALID_ARGUMENT) for 400 and 415, 16
+    // (UNAUTHENTICATED) for 401; never 0, which says OK.
     let status_of = |c: &Curl| -> String {
         use prost::Message as _;
-        Status::decode(&c.raw[..])
-            .unwrap_or_else(|e| panic!("not a google.rpc.Status ({e}): {}", c.body))
-            .message
+        let status = Status::decode(&c.raw[..])
+            .unwrap_or_else(|e| panic!("not a google.rpc.Status ({e}): {}", c.body));
+        let code = match c.status {
+            400 | 415 => 3,
+            401 => 16,
+            other => panic!("{other}"),
+        };
+        assert_eq!(status.code, code, "{}", c.body);
+        status.message
     };
     let protobuf = "Content-Type: application/x-protobuf";
     let c = post("/v1/traces", &[protobuf], b"\x0a\xff\xff\xff");

@@ -142,13 +142,31 @@ pub async fn protobuf_refusals(
         .ok()
         .and_then(|v| v["error"].as_str().map(str::to_owned))
         .unwrap_or_else(|| String::from_utf8_lossy(&text).into_owned());
-    let body = Status { code: 0, message }.encode_to_vec();
+    let body = Status {
+        code: rpc_code(status),
+        message,
+    }
+    .encode_to_vec();
     parts.headers.insert(
         header::CONTENT_TYPE,
         axum::http::HeaderValue::from_static("application/x-protobuf"),
     );
     parts.headers.remove(header::CONTENT_LENGTH);
     Response::from_parts(parts, axum::body::Body::from(body))
+}
+
+/// The `google.rpc.Code` of an HTTP refusal, as gRPC's HTTP mapping pairs them.
+fn rpc_code(status: StatusCode) -> i32 {
+    match status.as_u16() {
+        400 | 415 => 3,  // INVALID_ARGUMENT
+        401 => 16,       // UNAUTHENTICATED
+        403 => 7,        // PERMISSION_DENIED
+        404 | 405 => 12, // UNIMPLEMENTED
+        408 => 4,        // DEADLINE_EXCEEDED
+        413 | 429 => 8,  // RESOURCE_EXHAUSTED
+        503 => 14,       // UNAVAILABLE
+        _ => 13,         // INTERNAL
+    }
 }
 
 /// The media type of the request's `Content-Type`, lower case, without parameters.
