@@ -600,6 +600,17 @@ fn bad_payloads_are_refused_and_publish_nothing() {
     );
     assert_eq!(c.status, 401);
     assert!(status_of(&c).contains("--token"), "{}", c.body);
+    // Another path, or another method, is answered with why, as every refusal is.
+    let c = post("/v1/hooks/claude-code/", &[], hook.as_bytes());
+    assert_eq!(c.status, 404);
+    assert!(
+        reason(&c).contains("no route /v1/hooks/claude-code/"),
+        "{}",
+        c.body
+    );
+    let c = curl(&["-H", auth.as_str()], &url("/v1/events"), b"");
+    assert_eq!(c.status, 405);
+    assert!(reason(&c).contains("send POST"), "{}", c.body);
     // Every route reads gzip and deflate, and nothing else: a body that is not what its
     // Content-Encoding says is 400, one that decompresses past --max-body-bytes 413 (a bomb of
     // zeros costs the receiver the limit), an encoding it does not read 415.

@@ -20,6 +20,8 @@ pub fn router(s: Arc<Shared>, token: Option<Secret>, read_timeout: Duration) -> 
         .route("/v1/hooks/claude-code", post(hooks::claude_code))
         .route("/v1/traces", post(traces::traces))
         .route("/v1/events", post(events::events))
+        .fallback(no_such_route)
+        .method_not_allowed_fallback(only_post)
         .layer(DefaultBodyLimit::max(s.max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(
             s.max_body_bytes,
@@ -41,6 +43,30 @@ pub fn router(s: Arc<Shared>, token: Option<Secret>, read_timeout: Duration) -> 
             metrics::count,
         ))
         .with_state(s)
+}
+
+/// 404 for a path that is none of the routes, saying which there are.
+async fn no_such_route(uri: axum::http::Uri) -> axum::response::Response {
+    super::reply::error(
+        axum::http::StatusCode::NOT_FOUND,
+        format!(
+            "no route {}; the receiver takes POST /v1/hooks/claude-code, /v1/traces and /v1/events",
+            uri.path()
+        ),
+    )
+}
+
+/// 405 for a method other than POST on a route.
+async fn only_post(method: axum::http::Method) -> axum::response::Response {
+    let mut response = super::reply::error(
+        axum::http::StatusCode::METHOD_NOT_ALLOWED,
+        format!("{method} is not taken here; send POST"),
+    );
+    response.headers_mut().insert(
+        axum::http::header::ALLOW,
+        axum::http::HeaderValue::from_static("POST"),
+    );
+    response
 }
 
 /// Serves until SIGTERM or SIGINT, then stops as the module says.
