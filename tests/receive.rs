@@ -600,6 +600,14 @@ fn bad_payloads_are_refused_and_publish_nothing() {
     );
     assert_eq!(c.status, 401);
     assert!(status_of(&c).contains("--token"), "{}", c.body);
+    // The adapters' advice to a user of files is not given to a request.
+    let c = post("/v1/hooks/claude-code", &[], b"{\"session_id\":");
+    assert_eq!(c.status, 400);
+    assert!(
+        reason(&c).contains("not JSON") && !reason(&c).contains("--format"),
+        "{}",
+        c.body
+    );
     // Another path, or another method, is answered with why, as every refusal is.
     let c = post("/v1/hooks/claude-code/", &[], hook.as_bytes());
     assert_eq!(c.status, 404);
@@ -730,7 +738,7 @@ fn bad_payloads_are_refused_and_publish_nothing() {
     let metrics = http_text(r.metrics.as_deref().unwrap());
     for line in [
         r#"toolcalls_receive_requests_total{route="hooks/claude-code",status="401"} 2"#,
-        r#"toolcalls_receive_requests_total{route="hooks/claude-code",status="400"} 4"#,
+        r#"toolcalls_receive_requests_total{route="hooks/claude-code",status="400"} 5"#,
         r#"toolcalls_receive_requests_total{route="traces",status="415"} 3"#,
         r#"toolcalls_receive_requests_total{route="events",status="413"} 4"#,
         r#"toolcalls_receive_events_total{route="events"} 1"#,

@@ -98,10 +98,21 @@ pub fn bad(s: &Shared, why: String) -> Response {
     )
 }
 
-/// The first problems of a payload, one reason.
+/// The first problems of a payload, one reason. The adapters speak to a user of files: what
+/// they add for one (`check --format`, a span `skipped`) does not fit a request, whose route is
+/// its format and which is refused whole.
 pub fn reasons(problems: &[String]) -> String {
     const SHOWN: usize = 5;
-    let mut why = problems[..problems.len().min(SHOWN)].join("; ");
+    let shown: Vec<String> = problems[..problems.len().min(SHOWN)]
+        .iter()
+        .map(|p| {
+            p.replace(" — check --format", "")
+                .replace("; check --format", "")
+                .trim_end_matches("; skipped")
+                .to_owned()
+        })
+        .collect();
+    let mut why = shown.join("; ");
     if problems.len() > SHOWN {
         why.push_str(&format!(" (and {} more)", problems.len() - SHOWN));
     }
