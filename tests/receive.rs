@@ -874,14 +874,26 @@ fn identical_payloads_without_ids_posted_at_once_get_times_of_their_own() {
         let c = post.join().unwrap();
         assert_eq!(c.status, 204, "{}", c.body);
     }
-    let times: BTreeSet<String> = read_to_end(&s.topics.announce)
+    // A payload after a byte order mark, over several lines, is read as any other.
+    let marked = format!(
+        "\u{feff}{}",
+        serde_json::to_string_pretty(&serde_json::from_str::<Value>(payload).unwrap())
+            .unwrap()
+            .replace("same", "marked")
+    );
+    let c = curl(&["--data-binary", "@-"], &url, marked.as_bytes());
+    assert_eq!(c.status, 204, "{}", c.body);
+    let events: Vec<toolcalls_model::Event> = read_to_end(&s.topics.announce)
         .iter()
-        .map(|m| {
-            let e = toolcalls_model::Event::decode(m.payload.as_deref().unwrap()).unwrap();
-            e.time.to_rfc3339()
-        })
+        .map(|m| toolcalls_model::Event::decode(m.payload.as_deref().unwrap()).unwrap())
+        .collect();
+    let times: BTreeSet<String> = events
+        .iter()
+        .filter(|e| e.session.as_str() == "same")
+        .map(|e| e.time.to_rfc3339())
         .collect();
     assert_eq!(times.len(), 8, "{times:?}");
+    assert!(events.iter().any(|e| e.session.as_str() == "marked"));
     r.stop();
 }
 

@@ -53,23 +53,29 @@ impl IntoResponse for Refusal {
 /// The body, or 413 over `--max-body-bytes`, 408 when it did not arrive within
 /// `--read-timeout` (and 400 when it cannot be read).
 pub fn body(s: &Shared, body: Result<Bytes, BytesRejection>) -> Result<Bytes, Refusal> {
-    body.map_err(|rejection| match rejection.status() {
-        _ if caused_by::<BodyTimedOut>(&rejection) => Refusal {
-            status: StatusCode::REQUEST_TIMEOUT,
-            message: format!("{rejection}; nothing of it was published"),
-        },
-        StatusCode::PAYLOAD_TOO_LARGE => Refusal {
-            status: StatusCode::PAYLOAD_TOO_LARGE,
-            message: format!(
+    // A byte order mark before JSON is ignored, as RFC 8259 lets a reader do, on every route.
+    let without_bom = |b: Bytes| match b.strip_prefix(b"\xEF\xBB\xBF") {
+        Some(rest) => b.slice(b.len() - rest.len()..),
+        None => b,
+    };
+    body.map(without_bom)
+        .map_err(|rejection| match rejection.status() {
+            _ if caused_by::<BodyTimedOut>(&rejection) => Refusal {
+                status: StatusCode::REQUEST_TIMEOUT,
+                message: format!("{rejection}; nothing of it was published"),
+            },
+            StatusCode::PAYLOAD_TOO_LARGE => Refusal {
+                status: StatusCode::PAYLOAD_TOO_LARGE,
+                message: format!(
                 "the body is larger than {} bytes (--max-body-bytes); nothing of it was published",
                 s.max_body_bytes
             ),
-        },
-        status => Refusal {
-            status,
-            message: format!("cannot read the body ({rejection})"),
-        },
-    })
+            },
+            status => Refusal {
+                status,
+                message: format!("cannot read the body ({rejection})"),
+            },
+        })
 }
 
 /// Whether `error`, or an error it came from, is a `T` (reading the body failed because it did
