@@ -156,3 +156,32 @@ fn an_out_that_is_a_transcript_is_refused() {
         "left as it was"
     );
 }
+
+/// A path that now holds another file of another format (saved by rename, a symlink moved) is
+/// read in the format its start tells, and said to be another file: its checkpoint's format is
+/// not blamed on an earlier `--format`.
+#[test]
+fn another_file_of_another_format_at_a_path_is_said_to_be_another_file() {
+    let d = Scratch::new("follow-other-file");
+    let (dir, checkpoints, out) = (d.join("in"), d.join("cp"), d.join("out.jsonl"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("a.jsonl");
+    std::fs::write(&file, sample()).unwrap();
+    follow_once(&dir, &checkpoints, &out);
+    let before = lines(&out).len();
+    assert!(before > 0);
+
+    let codex = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("crates/adapters/tests/data/codex-rollout-custom-tools.jsonl"),
+    )
+    .unwrap();
+    let replacement = d.join("new.jsonl");
+    std::fs::write(&replacement, codex).unwrap();
+    std::fs::rename(&replacement, &file).unwrap();
+    let said = follow_once(&dir, &checkpoints, &out);
+    let said = String::from_utf8_lossy(&said.stderr);
+    assert!(said.contains("another file at this path"), "{said}");
+    assert!(!said.contains("an earlier --format"), "{said}");
+    assert!(lines(&out).len() > before, "its events are sent: {said}");
+}

@@ -495,7 +495,8 @@ impl Follower {
             .then(|| Format::detect_file(&name, &bytes))
             .flatten();
         if let (Some(told), Some(was)) = (told, t.format) {
-            if told != was {
+            // Another file at the path has its own format, which is no news (said below).
+            if told != was && same_file {
                 tracing::warn!(file = %name, format = told.name(), checkpoint = was.name(), "read in the format its start tells, not in the one its checkpoint remembers (an earlier --format?)");
             }
         }
