@@ -143,6 +143,7 @@ fn read_by_every_route(body: &[u8], redaction: &Redaction) {
         super::traces::read(Encoding::Json, body, usize::MAX),
         super::traces::read(Encoding::Protobuf, body, usize::MAX),
     ];
+    pared_as_read_whole(body);
     for events in results.into_iter().flatten() {
         for event in events {
             taken_by_the_processor(&event);
@@ -151,6 +152,32 @@ fn read_by_every_route(body: &[u8], redaction: &Redaction) {
             taken_by_the_processor(&redacted);
         }
     }
+}
+
+/// An OTLP JSON body pared to what the otel adapter reads gives the events and errors the adapter
+/// gives reading the body whole (as it reads a file of such exports).
+fn pared_as_read_whole(body: &[u8]) {
+    use toolcalls_adapters::{parse, Format, Options};
+    // One export on one line: the adapter reads a body of several lines line by line.
+    let body = body.trim_ascii();
+    if body.contains(&b'\n') {
+        return;
+    }
+    let Ok(line) = super::otlp_json::json_to_json_line(body, usize::MAX) else {
+        return;
+    };
+    let whole = parse(Format::Otel, "request", body, &Options::default());
+    let pared = parse(Format::Otel, "request", &line, &Options::default());
+    assert_eq!(
+        (&pared.events, pared.errors.len(), pared.skipped),
+        (&whole.events, whole.errors.len(), whole.skipped),
+        "pared: {}",
+        String::from_utf8_lossy(&line)
+    );
+    let say = |p: &toolcalls_adapters::Parsed| -> Vec<String> {
+        p.errors.iter().map(ToString::to_string).collect()
+    };
+    assert_eq!(say(&pared), say(&whole));
 }
 
 /// The event decodes from its encoding (what the receiver publishes) as itself.

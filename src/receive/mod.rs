@@ -10,7 +10,8 @@
 //! docs/OPERATIONS.md, "Receiving over HTTP", is the user's account.
 //!
 //! - [`opts`]: the options; [`server`]: the listeners and the graceful stop;
-//! - [`hooks`], [`traces`] (with [`otlp`], protobuf to OTLP JSON), [`events`]: one route each;
+//! - [`hooks`], [`traces`] (with [`otlp`], protobuf to OTLP JSON, and [`otlp_json`], JSON bodies
+//!   pared to what the adapter reads), [`events`]: one route each;
 //! - [`reply`]: the answers they share; [`deliver`]: the producer that waits for each request's
 //!   acknowledgements; [`auth`]: the token; [`compression`]: gzip and deflate bodies;
 //!   [`metrics`]: the counters.
@@ -25,6 +26,7 @@ mod hooks;
 mod metrics;
 mod opts;
 mod otlp;
+mod otlp_json;
 mod reply;
 mod server;
 mod stamps;

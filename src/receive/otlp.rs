@@ -1,18 +1,22 @@
 //! OTLP/HTTP trace bodies → the OTLP JSON the otel adapter reads (`toolcalls_adapters`,
-//! `Format::Otel`), one export request on one line.
+//! `Format::Otel`), one export request on one line, holding only what the adapter reads.
 //!
 //! Protobuf bodies are decoded with `opentelemetry-proto`'s prost messages and written in the
 //! OTLP JSON encoding (<https://opentelemetry.io/docs/specs/otlp/#json-protobuf-encoding>): trace
 //! and span ids as lowercase hex, 64-bit integers (times, `intValue`) as decimal strings, enums
-//! (span kind, status code) as integers, bytes as base64, field names in lowerCamelCase, fields
-//! at their default value left out. Span events and links are left out: no adapter reads them.
+//! (status code) as integers, bytes as base64, field names in lowerCamelCase, fields at their
+//! default value left out. Of each span only the fields of
+//! [`OTEL_SPAN_FIELDS`](toolcalls_adapters::OTEL_SPAN_FIELDS) and the
+//! attributes named in [`OTEL_SPAN_ATTRIBUTES`] are written; resources, scopes, span events and
+//! links, and every other attribute are left out: the adapter reads none of them, and a tree of
+//! them would cost it hundreds of bytes each. JSON bodies: [`super::otlp_json`].
 
 use base64::Engine as _;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
+use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use prost::Message as _;
-use serde_json::{Map, Value};
+use toolcalls_adapters::OTEL_SPAN_ATTRIBUTES;
 
 /// A protobuf `ExportTraceServiceRequest` as one line of OTLP JSON, written straight as text: a
 /// tree of values per attribute cost about a kilobyte each, so a small compressed body of millions
@@ -40,22 +44,6 @@ pub fn protobuf_to_json_line(body: &[u8], max_values: usize) -> Result<Vec<u8>, 
     );
     doc.close();
     Ok(out)
-}
-
-/// An OTLP JSON body (compact or pretty) as one line.
-pub fn json_to_json_line(body: &[u8]) -> Result<Vec<u8>, String> {
-    let doc: Value = toolcalls_adapters::value::parse(body).map_err(|e| {
-        format!("the body is not JSON ({e}); expected an OTLP JSON ExportTraceServiceRequest")
-    })?;
-    // `{}` is an export of no spans (proto3's JSON leaves an empty repeated field out).
-    let empty = doc.as_object().is_some_and(Map::is_empty);
-    if !empty && !doc.get("resourceSpans").is_some_and(Value::is_array) {
-        return Err(
-            "the body has no `resourceSpans` array; expected an OTLP JSON ExportTraceServiceRequest"
-                .into(),
-        );
-    }
-    Ok(serde_json::to_vec(&doc).expect("a JSON value serializes"))
 }
 
 /// How many attribute values the request holds: every key-value pair, and every value of an
@@ -100,57 +88,35 @@ fn values_in(request: &ExportTraceServiceRequest) -> usize {
 
 fn resource_spans(out: &mut Vec<u8>, rs: &ResourceSpans) {
     let mut o = Object::open(out);
-    if let Some(r) = &rs.resource {
-        let mut resource = Object::open(o.key("resource"));
-        array(resource.key("attributes"), &r.attributes, key_value);
-        resource.close();
-    }
     array(o.key("scopeSpans"), &rs.scope_spans, scope_spans);
-    o.text("schemaUrl", &rs.schema_url);
     o.close();
 }
 
 fn scope_spans(out: &mut Vec<u8>, ss: &ScopeSpans) {
     let mut o = Object::open(out);
-    if let Some(s) = &ss.scope {
-        scope(o.key("scope"), s);
-    }
     array(o.key("spans"), &ss.spans, span);
-    o.text("schemaUrl", &ss.schema_url);
     o.close();
 }
 
-fn scope(out: &mut Vec<u8>, s: &InstrumentationScope) {
-    let mut o = Object::open(out);
-    o.text("name", &s.name);
-    o.text("version", &s.version);
-    if !s.attributes.is_empty() {
-        array(o.key("attributes"), &s.attributes, key_value);
-    }
-    o.close();
-}
-
+/// The fields the adapter reads of a span (`OTEL_SPAN_FIELDS`), and its attributes among
+/// those it reads.
 fn span(out: &mut Vec<u8>, s: &Span) {
     let mut o = Object::open(out);
     o.text("traceId", &hex(&s.trace_id));
     o.text("spanId", &hex(&s.span_id));
-    o.text("traceState", &s.trace_state);
-    o.text("parentSpanId", &hex(&s.parent_span_id));
-    if s.flags != 0 {
-        o.number("flags", s.flags);
-    }
     o.text("name", &s.name);
-    if s.kind != 0 {
-        o.number("kind", s.kind);
-    }
     if s.start_time_unix_nano != 0 {
         o.text("startTimeUnixNano", &s.start_time_unix_nano.to_string());
     }
     if s.end_time_unix_nano != 0 {
         o.text("endTimeUnixNano", &s.end_time_unix_nano.to_string());
     }
-    if !s.attributes.is_empty() {
-        array(o.key("attributes"), &s.attributes, key_value);
+    let read = |kv: &&KeyValue| OTEL_SPAN_ATTRIBUTES.contains(&kv.key.as_str());
+    let attributes: Vec<&KeyValue> = s.attributes.iter().filter(read).collect();
+    if !attributes.is_empty() {
+        array(o.key("attributes"), &attributes, |out, kv| {
+            key_value(out, kv)
+        });
     }
     if let Some(status) = &s.status {
         let mut st = Object::open(o.key("status"));
@@ -326,13 +292,35 @@ mod tests {
             }],
         };
         let line = protobuf_to_json_line(&request.encode_to_vec(), usize::MAX).unwrap();
-        let doc: Value = serde_json::from_slice(&line).unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&line).unwrap();
         let span = &doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0];
         assert_eq!(span["traceId"], "000102030405060708090a0b0c0d0e0f");
         assert_eq!(span["spanId"], "abababababababab");
         assert_eq!(span["startTimeUnixNano"], "1775044801000000000");
         assert_eq!(span["status"]["code"], 2);
-        assert_eq!(span["attributes"][5]["value"]["intValue"], "3");
+        let names: Vec<&str> = span["attributes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|kv| kv["key"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names.len(),
+            5,
+            "an attribute the adapter does not read is left out"
+        );
+        assert!(!names.contains(&"retries"));
+        let mut fields: Vec<&str> = span
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut read: Vec<&str> = toolcalls_adapters::OTEL_SPAN_FIELDS.to_vec();
+        read.push("attributes");
+        fields.sort_unstable();
+        read.sort_unstable();
+        assert_eq!(fields, read, "every field the adapter reads, and no other");
         let p = parse(Format::Otel, "request", &line, &Options::default());
         assert!(p.errors.is_empty(), "{:?}", p.errors);
         assert_eq!(p.events.len(), 2);
@@ -405,40 +393,5 @@ mod tests {
         let named = span(r#",{"key":"session.id","value":{"stringValue":"s1"}}"#, "");
         let events = read(Encoding::Json, named.as_bytes(), usize::MAX).unwrap();
         assert_eq!(events[0].session.as_str(), "s1");
-    }
-
-    #[test]
-    fn an_empty_export_reads_as_its_protobuf_twin() {
-        for body in [&b"{}"[..], b" { } "] {
-            let line = json_to_json_line(body).unwrap();
-            let events = crate::receive::traces::read(
-                crate::receive::traces::Encoding::Json,
-                body,
-                usize::MAX,
-            );
-            assert_eq!(events.unwrap(), [], "{}", String::from_utf8_lossy(&line));
-        }
-        let empty = crate::receive::traces::read(
-            crate::receive::traces::Encoding::Protobuf,
-            b"",
-            usize::MAX,
-        );
-        assert_eq!(empty.unwrap(), []);
-        assert!(json_to_json_line(br#"{"spans":[]}"#).is_err());
-    }
-
-    #[test]
-    fn json_bodies_with_lone_surrogates_are_read() {
-        // What the Python SDK's JSON exporter writes for a string holding a lone surrogate.
-        let body = br#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"execute_tool cut \ud83d"}]}]}]}"#;
-        let line = json_to_json_line(body).unwrap();
-        let doc: Value = serde_json::from_slice(&line).unwrap();
-        assert_eq!(
-            doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["name"],
-            "execute_tool cut \u{fffd}"
-        );
-        assert!(json_to_json_line(br#"{"resourceSpans":[}"#)
-            .unwrap_err()
-            .contains("not JSON"));
     }
 }

@@ -5,9 +5,9 @@
 //! ([`super::compression`]). A refusal of a protobuf request is a protobuf `google.rpc.Status`, as
 //! OTLP/HTTP asks, so that the exporter can log why ([`protobuf_refusals`]).
 
-use super::otlp;
 use super::reply;
 use super::state::Shared;
+use super::{otlp, otlp_json};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
@@ -71,12 +71,13 @@ pub async fn traces(
     }
 }
 
-/// The events of the `execute_tool` spans of an export request, or why it cannot be read;
-/// a protobuf one of more than `max_values` attribute values is refused.
+/// The events of the `execute_tool` spans of an export request, or why it cannot be read; one of
+/// more than `max_values` attribute values (protobuf), or JSON values in what the adapter reads
+/// (JSON), is refused.
 pub fn read(encoding: Encoding, body: &[u8], max_values: usize) -> Result<Vec<Event>, String> {
     let line = match encoding {
         Encoding::Protobuf => otlp::protobuf_to_json_line(body, max_values),
-        Encoding::Json => otlp::json_to_json_line(body),
+        Encoding::Json => otlp_json::json_to_json_line(body, max_values),
     }?;
     let parsed = parse(Format::Otel, REQUEST, &line, &Options::default());
     let mut problems: Vec<String> = parsed.errors.iter().map(ToString::to_string).collect();

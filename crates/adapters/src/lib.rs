@@ -62,6 +62,8 @@ pub mod value;
 use toolcalls_model::Event;
 
 pub use format::{Format, UnknownFormat};
+/// What the otel adapter reads of a span (see [`Format::Otel`]).
+pub use otel::{SPAN_ATTRIBUTES as OTEL_SPAN_ATTRIBUTES, SPAN_FIELDS as OTEL_SPAN_FIELDS};
 pub use parsed::{LineError, Options, Parsed};
 pub use stream::Stream;
 

@@ -8,6 +8,43 @@ use crate::common::{
     ArgsWire, Ctx, Envelope,
 };
 
+/// The span attributes this adapter reads. It ignores every other, so an export with only these
+/// (and the span fields of [`SPAN_FIELDS`]) reads as the whole export does: the receiver drops
+/// the rest before reading, which keeps a large export's memory small.
+pub const SPAN_ATTRIBUTES: [&str; 10] = [
+    OPERATION,
+    TOOL_NAME,
+    CALL_ID,
+    CONVERSATION,
+    SESSION,
+    AGENT_NAME,
+    AGENT_ID,
+    ARGUMENTS,
+    RESULT,
+    ERROR_TYPE,
+];
+
+/// The fields of a span this adapter reads, beside its `attributes`.
+pub const SPAN_FIELDS: [&str; 6] = [
+    "name",
+    "traceId",
+    "spanId",
+    "startTimeUnixNano",
+    "endTimeUnixNano",
+    "status",
+];
+
+const OPERATION: &str = "gen_ai.operation.name";
+const TOOL_NAME: &str = "gen_ai.tool.name";
+const CALL_ID: &str = "gen_ai.tool.call.id";
+const CONVERSATION: &str = "gen_ai.conversation.id";
+const SESSION: &str = "session.id";
+const AGENT_NAME: &str = "gen_ai.agent.name";
+const AGENT_ID: &str = "gen_ai.agent.id";
+const ARGUMENTS: &str = "gen_ai.tool.call.arguments";
+const RESULT: &str = "gen_ai.tool.call.result";
+const ERROR_TYPE: &str = "error.type";
+
 /// OTLP JSON traces (`{"resourceSpans": [...]}`): one export request per line, as the OpenTelemetry
 /// Collector's file exporter writes them, or one document.
 ///
@@ -92,7 +129,7 @@ fn span_events(
 ) {
     let attrs = Value::Object(attributes(span.get("attributes")));
     let name = str_field(span, "name").unwrap_or("");
-    let op = attrs.get("gen_ai.operation.name").and_then(Value::as_str);
+    let op = attrs.get(OPERATION).and_then(Value::as_str);
     if op != Some("execute_tool") && !name.starts_with("execute_tool") {
         ctx.skip();
         return;
@@ -127,11 +164,11 @@ fn span_events(
     let trace = fields.trace.map(str::to_owned);
     let session = fields.session.or_else(|| trace.clone());
     let call_id = fields.call_id;
-    let args = attrs.get("gen_ai.tool.call.arguments").cloned();
+    let args = attrs.get(ARGUMENTS).cloned();
     let status = span.get("status").and_then(|s| s.get("code"));
     let is_error = matches!(status, Some(Value::Number(n)) if n.as_u64() == Some(2))
         || status.and_then(Value::as_str) == Some("STATUS_CODE_ERROR")
-        || attrs.get("error.type").is_some();
+        || attrs.get(ERROR_TYPE).is_some();
     let mut span_attrs = Map::new();
     if let Some(id) = span.get("spanId") {
         span_attrs.insert("spanId".into(), id.clone());
@@ -159,7 +196,7 @@ fn span_events(
     // The conventions record structured arguments as JSON text.
     let mut a = announce_as(tool, args.clone(), ArgsWire::Encoded);
     a.agent = fields.agent;
-    let result = attrs.get("gen_ai.tool.call.result").cloned().or_else(|| {
+    let result = attrs.get(RESULT).cloned().or_else(|| {
         is_error.then(|| {
             span.get("status")
                 .and_then(|s| s.get("message"))
@@ -207,12 +244,12 @@ impl<'s> Fields<'s> {
     /// The fields, or the one of them that holds a value of the wrong type.
     fn of(span: &'s Value, attrs: &'s Value) -> Result<Fields<'s>, String> {
         Ok(Fields {
-            tool: text_field(attrs, "gen_ai.tool.name")?,
+            tool: text_field(attrs, TOOL_NAME)?,
             trace: text_field(span, "traceId")?,
             span: text_field(span, "spanId")?,
-            session: first_of(attrs, &["gen_ai.conversation.id", "session.id"], id_field)?,
-            call_id: id_field(attrs, "gen_ai.tool.call.id")?,
-            agent: first_of(attrs, &["gen_ai.agent.name", "gen_ai.agent.id"], id_field)?,
+            session: first_of(attrs, &[CONVERSATION, SESSION], id_field)?,
+            call_id: id_field(attrs, CALL_ID)?,
+            agent: first_of(attrs, &[AGENT_NAME, AGENT_ID], id_field)?,
         })
     }
 }

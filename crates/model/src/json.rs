@@ -208,7 +208,7 @@ fn lossy_value(text: &str) -> Value {
 
 /// Fails when valid JSON `text` nests deeper than [`MAX_DEPTH`] (brackets inside strings do not
 /// count).
-fn check_depth(text: &str) -> Result<(), String> {
+pub fn check_depth(text: &str) -> Result<(), String> {
     // A value cannot nest deeper than it has opening brackets, nor deeper than half its length
     // (every bracket is closed). Counting the brackets is a branch-free pass the compiler
     // vectorizes (in chunks small enough to count in bytes); together the two spare almost every
