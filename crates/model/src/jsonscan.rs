@@ -179,6 +179,14 @@ fn member_key(bytes: &[u8], at: usize) -> Option<usize> {
 }
 
 /// Past the closing quote of the string whose characters start at `from`.
+/// The length of the JSON string token `bytes` starts with (its quotes included); `None` when
+/// it is not one.
+pub(crate) fn string_len(bytes: &[u8]) -> Option<usize> {
+    (bytes.first() == Some(&b'"'))
+        .then(|| string_end(bytes, 1))
+        .flatten()
+}
+
 fn string_end(bytes: &[u8], from: usize) -> Option<usize> {
     let mut stop = string_stop(bytes, from)?;
     while bytes[stop] == b'\\' {

@@ -148,17 +148,27 @@ impl Redaction {
     /// Redacts one JSON document (arguments or result), noting where.
     ///
     /// Text a [`Value`] cannot hold exactly (a lone surrogate escape, a number beyond a double,
-    /// 128 levels or more) is redacted through its lossy reading ([`Json::to_value`]), so that
-    /// such a value elsewhere in the document cannot keep the rules from applying. When a rule
-    /// matches there, the record carries that reading (the surrogate as U+FFFD, the number as
-    /// `null`, what nests deeper than 127 levels as `null`); when none does, the patterns are
-    /// tried once more on the raw text, which also holds what the reading cut.
+    /// 128 levels or more) is redacted by the pointers through its lossy reading
+    /// ([`Json::to_value`]), so that such a value elsewhere in the document cannot keep them
+    /// from applying; when one matches, the record carries that reading (the surrogate as
+    /// U+FFFD, the number as `null`, what nests deeper than 127 levels as `null`). Otherwise the
+    /// patterns are applied to every string of the raw text, at any depth: each decoded first
+    /// (an escape such as `\u0049` or `\/` hides nothing) and replaced in place when one
+    /// matches, so the rest of the text stays exactly as sent.
     fn json(&self, json: &mut Json, name: &str, what: &mut Vec<String>) {
         let (mut value, exact) = match json.try_to_value() {
             Ok(value) => (value, true),
             Err(_) => (json.to_value(), false),
         };
         let mut changed = self.pointers_into(&mut value, name, what);
+        if !exact && !changed {
+            // No rule needs the lossy reading: the patterns keep the text exact.
+            if let Some(clean) = self.strings_of_text(json.as_str()) {
+                *json = clean;
+                what.push(name.to_owned());
+            }
+            return;
+        }
         if self.strings(&mut value) {
             what.push(name.to_owned());
             changed = true;
@@ -170,12 +180,43 @@ impl Redaction {
             } else {
                 redacted
             };
-        } else if !exact {
-            if let Some(clean) = self.text(json.as_str()) {
-                *json = Json::from(Value::String(clean));
-                what.push(name.to_owned());
-            }
         }
+    }
+
+    /// JSON text with the patterns applied to each of its strings (keys too), decoded, and
+    /// written back in place; `None` when none matched.
+    fn strings_of_text(&self, text: &str) -> Option<Json> {
+        Json::parse(&self.strings_in(text)?).ok()
+    }
+
+    /// Any text with the patterns applied to each JSON string in it, decoded, and written back
+    /// in place; `None` when none matched. Scanning stops at the first `"` that opens no JSON
+    /// string.
+    pub(crate) fn strings_in(&self, text: &str) -> Option<String> {
+        let mut out = String::with_capacity(text.len());
+        let mut changed = false;
+        let mut rest = text;
+        while let Some(start) = rest.find('"') {
+            let Some(len) = crate::jsonscan::string_len(&rest.as_bytes()[start..]) else {
+                break;
+            };
+            out.push_str(&rest[..start]);
+            let (token, after) = rest[start..].split_at(len);
+            let redacted = match Json::parse(token).map(|j| j.to_value()) {
+                Ok(Value::String(mut decoded)) => self.string(&mut decoded).then_some(decoded),
+                _ => None,
+            };
+            match redacted {
+                Some(clean) => {
+                    changed = true;
+                    out.push_str(&Value::String(clean).to_string());
+                }
+                None => out.push_str(token),
+            }
+            rest = after;
+        }
+        out.push_str(rest);
+        changed.then_some(out)
     }
 
     /// Replaces what the pointers name in `value`, noting each as `name` and the pointer; whether
@@ -215,13 +256,7 @@ impl Redaction {
     /// Replaces the matches of the patterns in every string (and object key) of `value`.
     fn strings(&self, value: &mut Value) -> bool {
         match value {
-            Value::String(s) => match self.text(s) {
-                Some(clean) => {
-                    *s = clean;
-                    true
-                }
-                None => false,
-            },
+            Value::String(s) => self.string(s),
             Value::Array(items) => items.iter_mut().fold(false, |any, v| self.strings(v) | any),
             Value::Object(map) => {
                 let mut any = false;
@@ -256,6 +291,30 @@ impl Redaction {
 
     /// `text` with every match replaced, if any matched; all of it when that would grow it past
     /// [`MAX_GROWTH`].
+    /// Applies the patterns to a string value; one that holds JSON text (arguments sent
+    /// encoded) has them applied to its strings too, decoded, so that an escape inside it hides
+    /// nothing. Whether it changed.
+    fn string(&self, s: &mut String) -> bool {
+        if let Some(clean) = self.text(s) {
+            *s = clean;
+            return true;
+        }
+        let t = s.trim_start();
+        if !(t.starts_with('{') || t.starts_with('[')) {
+            return false;
+        }
+        match Json::parse(s) {
+            Ok(held) => match self.strings_of_text(held.as_str()) {
+                Some(clean) => {
+                    *s = clean.as_str().to_owned();
+                    true
+                }
+                None => false,
+            },
+            Err(_) => false,
+        }
+    }
+
     fn text(&self, text: &str) -> Option<String> {
         let mut out: Option<String> = None;
         for re in &self.patterns {
@@ -425,6 +484,71 @@ mod tests {
         assert!(rules.apply(&mut r));
         let text = String::from_utf8(r.encode()).unwrap();
         assert!(!text.contains("sk-abcdefghijklmnopqrst"), "{text}");
+    }
+
+    /// A JSON escape hides no secret from the patterns: not below the 127 levels a tree holds,
+    /// where the raw text's strings are decoded one by one (the value keeps its shape), and not
+    /// inside arguments sent as JSON text.
+    #[test]
+    fn escaped_secrets_are_redacted_at_any_depth() {
+        let rules = Redaction::new(
+            &[],
+            &[
+                "AKIA[0-9A-Z]{16}".into(),
+                "ghp_[A-Za-z0-9]{36}".into(),
+                "://[^:/\\s]+:[^@/\\s]+@".into(),
+            ],
+        )
+        .unwrap();
+        let secrets = [
+            r"AKIA\u0049OSFODNN7EXAMPLE",
+            r"\u0067hp_abcdefghijklmnopqrstuvwxyz0123456789",
+            r"https:\/\/user:pw@host\/x",
+        ];
+        for secret in secrets {
+            let deep = format!(
+                r#"{{"{secret}":1,"d":{}"{secret}"{}}}"#,
+                "[".repeat(130),
+                "]".repeat(130)
+            );
+            let mut r = record(json!({}), json!("fine"));
+            r.spec.input = Some(Json::parse(&deep).unwrap());
+            assert!(rules.apply(&mut r), "{secret}");
+            let input = r.spec.input.as_ref().unwrap().as_str().to_owned();
+            for gone in ["EXAMPLE", "pw@", "0123456789"] {
+                assert!(!input.contains(gone), "{gone} in {input}");
+            }
+            assert!(input.starts_with("{\""), "{input}");
+            let strings = input.matches("[REDACTED]").count();
+            assert_eq!(
+                strings, 2,
+                "the key and the string 130 levels down: {input}"
+            );
+            assert!(input.contains(&format!("{}\"", "[".repeat(130))), "{input}");
+            assert_eq!(r.redacted, ["spec.input"]);
+            // Arguments sent as JSON text, the secret escaped inside it.
+            let encoded = serde_json::to_string(&format!(r#"{{"cmd":"{secret}"}}"#)).unwrap();
+            let mut r = record(json!({}), json!("fine"));
+            r.spec.input = Some(Json::parse(&encoded).unwrap());
+            assert!(rules.apply(&mut r), "{encoded}");
+            let held = r.spec.input.as_ref().unwrap().to_value();
+            let inner: Value = serde_json::from_str(held.as_str().unwrap()).unwrap();
+            let cmd = inner["cmd"].as_str().unwrap();
+            assert!(cmd.contains(REDACTED), "{secret}: {cmd}");
+            for gone in ["EXAMPLE", "pw@", "0123456789"] {
+                assert!(!cmd.contains(gone), "{gone} in {cmd}");
+            }
+        }
+        // Shallow and plain, nothing changes shape or spelling where nothing matched.
+        let mut r = record(json!({}), json!("fine"));
+        let deep = format!(
+            r#"{{"a":"\/ok","d":{}1{}}}"#,
+            "[".repeat(130),
+            "]".repeat(130)
+        );
+        r.spec.input = Some(Json::parse(&deep).unwrap());
+        assert!(!rules.apply(&mut r));
+        assert_eq!(r.spec.input.as_ref().unwrap().as_str(), deep);
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! text is a JSON object, it is redacted as an event is: the pointers inside its `args`, `result`
 //! and each member of `attributes`, the patterns over every string and key. Otherwise — not JSON,
 //! or JSON that a tree cannot hold exactly (a lone surrogate escape, a number beyond a double,
-//! deep nesting) — the patterns run over the text.
+//! deep nesting) — the patterns run over each JSON string in the text, decoded (an escape such as
+//! `\u0049` hides nothing), then over the whole text.
 
 use super::Redaction;
 use serde_json::Value;
@@ -36,7 +37,10 @@ impl Redaction {
             return (!what.is_empty())
                 .then(|| serde_json::to_vec(&event).expect("a JSON object serializes"));
         }
-        self.text(&text).map(String::into_bytes)
+        // Each JSON string decoded first, so that an escape hides nothing; then the whole text.
+        let strings = self.strings_in(&text);
+        let whole = self.text(strings.as_deref().unwrap_or(&text));
+        whole.or(strings).map(String::into_bytes)
     }
 }
 
@@ -65,6 +69,22 @@ mod tests {
         assert_eq!(v["args"]["key"], "[REDACTED]");
         assert_eq!(v["attributes"]["toolUseResult"]["password"], "[REDACTED]");
         assert_eq!(v["isError"], "yes", "the rest as it came");
+    }
+
+    /// An event too deep for a tree, a secret escaped in its arguments: found all the same.
+    #[test]
+    fn escaped_secrets_in_a_message_too_deep_for_a_tree_are_redacted() {
+        let message = format!(
+            r#"{{"v":1,"kind":"announce","args":{{"cmd":"KEY=sk-\u0061bcdefgh12"}},"attributes":{{"d":{}1{}}}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        let out = redacted(message.as_bytes());
+        assert!(out.contains(r#""cmd":"KEY=[REDACTED]""#), "{out}");
+        assert!(
+            out.ends_with(&format!("1{}}}}}", "]".repeat(200))),
+            "the rest as it came"
+        );
     }
 
     #[test]
