@@ -1,8 +1,8 @@
 //! `POST /v1/events`: v1 events as JSON lines (the processor's input format, docs/ARCHITECTURE.md),
 //! published as they are. Answered `200 {"accepted": N}`.
 
-use super::reply;
 use super::state::Shared;
+use super::{reading, reply};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
@@ -18,9 +18,9 @@ pub async fn events(State(s): State<Arc<Shared>>, body: Result<Bytes, BytesRejec
         Ok(b) => b,
         Err(r) => return r.into_response(),
     };
-    let events = match read(&body) {
-        Ok(events) => events,
-        Err(why) => return reply::bad(&s, why),
+    let (events, _turn) = match reading::events(&s.readers, body, read).await {
+        Ok(read) => read,
+        Err(unread) => return reply::unread(&s, unread),
     };
     match reply::deliver(&s, ROUTE, &events).await {
         Ok(()) => Json(serde_json::json!({ "accepted": events.len() })).into_response(),

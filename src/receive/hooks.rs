@@ -9,8 +9,8 @@
 //! keeps it. The answer is
 //! 204 with an empty body, so that a hook command that prints what it gets shows nothing.
 
-use super::reply;
 use super::state::Shared;
+use super::{reading, reply};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
@@ -30,10 +30,12 @@ pub async fn claude_code(
         Ok(b) => b,
         Err(r) => return r.into_response(),
     };
-    let received = |sessions: &[String], lines: usize| s.stamps.reserve(sessions, lines, now());
-    let events = match read(&body, received) {
-        Ok(events) => events,
-        Err(why) => return reply::bad(&s, why),
+    let stamps = s.clone();
+    let received =
+        move |sessions: &[String], lines: usize| stamps.stamps.reserve(sessions, lines, now());
+    let (events, _turn) = match reading::events(&s.readers, body, |b| read(b, received)).await {
+        Ok(read) => read,
+        Err(unread) => return reply::unread(&s, unread),
     };
     match reply::deliver(&s, ROUTE, &events).await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),

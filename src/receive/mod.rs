@@ -12,7 +12,7 @@
 //! - [`opts`]: the options; [`server`]: the listeners and the graceful stop;
 //! - [`hooks`], [`traces`] (with [`otlp`], protobuf to OTLP JSON, and [`otlp_json`], JSON bodies
 //!   pared to what the adapter reads), [`events`]: one route each;
-//! - [`reply`]: the answers they share; [`deliver`]: the producer that waits for each request's
+//! - [`reading`]: large bodies read in turns; [`reply`]: the answers they share; [`deliver`]: the producer that waits for each request's
 //!   acknowledgements; [`auth`]: the token; [`compression`]: gzip and deflate bodies;
 //!   [`metrics`]: the counters.
 
@@ -27,6 +27,7 @@ mod metrics;
 mod opts;
 mod otlp;
 mod otlp_json;
+mod reading;
 mod reply;
 mod server;
 mod stamps;
@@ -66,9 +67,7 @@ pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
         metrics: Arc::new(metrics::Metrics::new()),
         max_body_bytes: o.max_body_bytes,
         redaction,
-        readers: tokio::sync::Semaphore::new(
-            std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
-        ),
+        readers: Arc::new(tokio::sync::Semaphore::new(o.max_reads)),
         stamps: stamps::Stamps::default(),
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()

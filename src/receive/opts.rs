@@ -71,6 +71,16 @@ pub struct Opts {
         default_value_t = 512
     )]
     pub max_connections: usize,
+    /// Requests of a body over 64 KiB read at once, each until its events are delivered (a body
+    /// costs up to about 80 times its size until then); more wait their turn. Smaller bodies are
+    /// read as they come
+    #[arg(
+        long,
+        env = "TOOLCALLS_RECEIVE_MAX_READS",
+        value_name = "N",
+        default_value_t = 2
+    )]
+    pub max_reads: usize,
     /// Address of a listener of its own for /metrics and /healthz (no token: they tell counts,
     /// never payloads); off unless set
     #[arg(long, env = "TOOLCALLS_RECEIVE_METRICS_ADDR", value_name = "ADDR")]
@@ -104,6 +114,9 @@ impl Opts {
         let most = toolcalls_processor::listener::MAX_CONNECTIONS;
         if self.max_connections == 0 || self.max_connections > most {
             anyhow::bail!("--max-connections must be greater than 0 and at most {most}");
+        }
+        if self.max_reads == 0 || self.max_reads > most {
+            anyhow::bail!("--max-reads must be greater than 0 and at most {most}");
         }
         Ok(())
     }
@@ -142,10 +155,12 @@ mod tests {
             (o.max_body_bytes, o.delivery_timeout.0),
             (8 << 20, Duration::from_secs(10))
         );
-        let file = "[receive]\nlisten = \"0.0.0.0:4400\"\ntoken = \"from-the-file-0123\"\nmax_body_bytes = 1024\ndelivery_timeout = \"2s\"\n";
+        assert_eq!(o.max_reads, 2);
+        let file = "[receive]\nlisten = \"0.0.0.0:4400\"\ntoken = \"from-the-file-0123\"\nmax_body_bytes = 1024\ndelivery_timeout = \"2s\"\nmax_reads = 5\n";
         let o = opts(&[], Some(file)).unwrap();
         assert_eq!(o.listen, SocketAddr::from(([0, 0, 0, 0], 4400)));
         assert_eq!(o.token, Some(Secret("from-the-file-0123".into())));
+        assert_eq!(o.max_reads, 5);
         assert_eq!(
             (o.max_body_bytes, o.delivery_timeout.0),
             (1024, Duration::from_secs(2))
@@ -160,5 +175,7 @@ mod tests {
         assert!(opts(&["--token", " "], None).unwrap_err().contains("empty"));
         let e = opts(&["--max-connections", "2305843009213693952"], None).unwrap_err();
         assert!(e.contains("at most 1048576"), "{e}");
+        let e = opts(&["--max-reads", "0"], None).unwrap_err();
+        assert!(e.contains("--max-reads must be greater than 0"), "{e}");
     }
 }

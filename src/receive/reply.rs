@@ -104,6 +104,19 @@ pub fn bad(s: &Shared, why: String) -> Response {
     )
 }
 
+/// The answer to a body that gave no events.
+pub fn unread(s: &Shared, unread: super::reading::Unread) -> Response {
+    use super::reading::Unread;
+    match unread {
+        Unread::Bad(why) => bad(s, why),
+        Unread::Failed => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the request could not be read; nothing of it was published",
+        ),
+        Unread::Stopping => error(StatusCode::SERVICE_UNAVAILABLE, "the receiver is stopping"),
+    }
+}
+
 /// The first problems of a payload, one reason. The adapters speak to a user of files: what
 /// they add for one (`check --format`, a span `skipped`) does not fit a request, whose route is
 /// its format and which is refused whole.

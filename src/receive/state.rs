@@ -12,8 +12,8 @@ pub struct Shared {
     pub max_body_bytes: usize,
     /// Applied to every event before it is published.
     pub redaction: Redaction,
-    /// How many OTLP exports are read at once (one per core).
-    pub readers: tokio::sync::Semaphore,
+    /// The turns of large bodies (`--max-reads`, [`super::reading`]).
+    pub readers: Arc<tokio::sync::Semaphore>,
     /// The receive times given to hook payloads, a millisecond of its own per session.
     pub stamps: super::stamps::Stamps,
 }

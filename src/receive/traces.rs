@@ -7,7 +7,7 @@
 
 use super::reply;
 use super::state::Shared;
-use super::{otlp, otlp_json};
+use super::{otlp, otlp_json, reading};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
@@ -40,23 +40,11 @@ pub async fn traces(
         Ok(b) => b,
         Err(r) => return r.into_response(),
     };
-    // Reading an export is CPU work in proportion to its size: off the async workers, so that
-    // other requests are answered meanwhile, and a few at a time, so that memory stays bounded.
-    let Ok(_permit) = s.readers.acquire().await else {
-        return reply::error(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
-    };
     let max_values = s.max_body_bytes / 16;
-    let read = tokio::task::spawn_blocking(move || read(encoding, &body, max_values)).await;
-    let events = match read {
-        Ok(Ok(events)) => events,
-        Ok(Err(why)) => return reply::bad(&s, why),
-        Err(e) => {
-            tracing::error!(error = %e, "reading an OTLP export failed");
-            return reply::error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "the export could not be read",
-            );
-        }
+    let read = move |body: &[u8]| read(encoding, body, max_values);
+    let (events, _turn) = match reading::events(&s.readers, body, read).await {
+        Ok(read) => read,
+        Err(unread) => return reply::unread(&s, unread),
     };
     if let Err(r) = reply::deliver(&s, ROUTE, &events).await {
         return r.into_response();
