@@ -94,6 +94,20 @@ fn run_waits_for_missing_topics_says_which_and_stops_quietly() {
     assert!(started.elapsed() < SOON, "{:?}", started.elapsed());
     assert_eq!(readyz(&rt, addr), 503);
     assert_eq!(rt.block_on(http_get(addr, "/healthz")).0, 200);
+    // The query API cannot tell a call is not pending before it knows which partitions it owns:
+    // 503, not an empty answer.
+    let api = crate::cluster::logged_api_addr(&p.log).expect("the query API's address");
+    let some_id = "/v1/tool-calls/3af89e42-d4da-5398-ae43-35e31d209ee3";
+    let queries = [
+        "/v1/sessions/s1/pending",
+        "/v1/sessions/s1/calls/c1?source=x",
+        some_id,
+    ];
+    for path in queries {
+        let (code, body) = rt.block_on(http_get(api, path));
+        assert_eq!(code, 503, "{path}: {body}");
+        assert!(body.contains("have not been checked"), "{path}: {body}");
+    }
 
     rt.block_on(create_topics(&inputs, 2));
     let changelog = format!("{}-changelog", s.group);
@@ -105,6 +119,12 @@ fn run_waits_for_missing_topics_says_which_and_stops_quietly() {
     rt.block_on(wait_until_async("ready once the topics exist", || async {
         http_get(addr, "/readyz").await.0 == 200
     }));
+    // The only instance owns every partition: nothing pending is an answer now.
+    let (code, body) = rt.block_on(http_get(api, queries[0]));
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains(r#""pending":[]"#), "{body}");
+    assert_eq!(rt.block_on(http_get(api, queries[1])).0, 404);
+    assert_eq!(rt.block_on(http_get(api, some_id)).0, 404);
     let (announces, completions) = synth("operate-missing", 2, 2);
     produce_events(&s, &announces);
     produce_events(&s, &completions);

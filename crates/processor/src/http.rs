@@ -15,7 +15,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use dashmap::DashMap;
+use dashmap::{DashMap, DashSet};
 use prometheus::{Encoder, Registry, TextEncoder};
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,6 +29,11 @@ pub(crate) struct HttpState {
     pub registry: Registry,
     /// Live partition tasks by partition number.
     pub partitions: DashMap<i32, mpsc::UnboundedSender<PartitionMsg>>,
+    /// Partitions assigned here and being restored from the changelog: their calls are not
+    /// known yet.
+    pub restoring: DashSet<i32>,
+    /// The consumer is in the group: it received an assignment and has not lost it since.
+    pub joined: AtomicBool,
     /// Every assigned partition is restored and the consumer is running.
     pub ready: AtomicBool,
     /// The coordinator loop is alive.
@@ -143,6 +148,33 @@ async fn readyz(State(s): State<Arc<HttpState>>) -> Response {
     (StatusCode::SERVICE_UNAVAILABLE, why).into_response()
 }
 
+/// Why this instance cannot yet say that a call is not pending here (of `partition`, or of any
+/// partition): the topics not checked, the group not joined (or its partitions lost), the
+/// partition (or some partition) being restored from the changelog.
+fn unsettled(s: &HttpState, partition: Option<i32>) -> Option<String> {
+    if !s.ownership.topics_checked() {
+        return Some("the input topics have not been checked yet".into());
+    }
+    if !s.joined.load(Ordering::Acquire) {
+        return Some("this instance is joining the consumer group".into());
+    }
+    let restoring: Vec<i32> = match partition {
+        Some(p) => s.restoring.contains(&p).then_some(p).into_iter().collect(),
+        None => s.restoring.iter().map(|p| *p).collect(),
+    };
+    (!restoring.is_empty())
+        .then(|| format!("partitions {restoring:?} are being restored from the changelog here"))
+}
+
+/// `503` saying why this instance cannot answer yet ([`unsettled`]).
+fn not_yet(s: &HttpState, partition: Option<i32>) -> Response {
+    let why = unsettled(s, partition).unwrap_or_else(|| "this instance is starting".into());
+    error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!("{why}; ask again once /readyz answers 200"),
+    )
+}
+
 fn error(status: StatusCode, message: String) -> Response {
     (status, Json(json!({ "error": message }))).into_response()
 }
@@ -196,6 +228,7 @@ async fn tool_call(
     let found: Vec<Option<ToolCallRecord>> = ask_all(&s, |tx| Query::Get(id, tx)).await;
     match found.into_iter().flatten().next() {
         Some(record) => Json(record).into_response(),
+        None if unsettled(&s, None).is_some() => not_yet(&s, None),
         None => error(
             StatusCode::NOT_FOUND,
             format!("no pending call {id} on this instance; finished calls are on the records topic, and other instances own other partitions"),
@@ -333,11 +366,17 @@ async fn owner_of(s: &HttpState, partition: i32, here: bool) -> (Option<Member>,
 }
 
 /// `421 Misdirected Request` naming the owner, when `session`'s partition is not this
-/// instance's; `None` when it is (or cannot be known yet).
+/// instance's; `503` while this instance cannot tell (the topics not checked, the group not
+/// joined, the partition being restored here); `None` when it is this instance's to answer.
 async fn misdirected(s: &HttpState, session: &str) -> Option<Response> {
-    let (partition, _) = s.ownership.partition_of(session)?;
+    let Some((partition, _)) = s.ownership.partition_of(session) else {
+        return Some(not_yet(s, None));
+    };
     if s.partitions.contains_key(&partition) {
         return None;
+    }
+    if unsettled(s, Some(partition)).is_some() {
+        return Some(not_yet(s, Some(partition)));
     }
     let (owner, why) = owner_of(s, partition, false).await;
     let whom = match owner.as_ref().and_then(|m| m.instance_id.as_deref()) {

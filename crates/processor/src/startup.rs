@@ -371,6 +371,8 @@ async fn serve_http(
     let http = Arc::new(HttpState {
         registry: registry.clone(),
         partitions: DashMap::new(),
+        restoring: dashmap::DashSet::new(),
+        joined: false.into(),
         ready: false.into(),
         alive: true.into(),
         ownership: Ownership::new(

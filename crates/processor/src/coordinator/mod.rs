@@ -33,7 +33,7 @@ pub(crate) struct Coordinator {
     pub metrics: Metrics,
     pub partitions: Partitions,
     pub transactions: Transactions,
-    /// The consumer received its first assignment (possibly empty).
+    /// The consumer received an assignment (possibly empty) and has not lost it since.
     pub joined: bool,
     /// Where the spans of committed records go (`--otlp-endpoint`).
     pub spans: Option<crate::spans::SpanQueue>,
@@ -66,6 +66,7 @@ impl Coordinator {
                     None | Some(GroupEvent::Closed) => break Ok(()),
                     Some(GroupEvent::Assigned(partitions)) => {
                         self.joined = true;
+                        self.partitions.set_joined(true);
                         for p in partitions {
                             self.partitions.start_restore(p);
                         }
@@ -77,6 +78,10 @@ impl Coordinator {
                         if let Err(e) = r { break Err(e); }
                     }
                     Some(GroupEvent::Lost { partitions, ack }) => {
+                        // Out of the group (its session expired) until it is assigned again:
+                        // not ready, and the query API does not answer for partitions it had.
+                        self.joined = false;
+                        self.partitions.set_joined(false);
                         self.partitions.stop(&partitions).await;
                         let r = self.abort_and_rewind("partitions lost").await;
                         let _ = ack.send(());

@@ -88,6 +88,7 @@ impl Partitions {
         self.next_gen += 1;
         let gen = self.next_gen;
         self.parts.insert(partition, Part::Restoring { gen });
+        self.http.restoring.insert(partition);
         let settings = self.settings.clone();
         let consumer = self.consumer.clone();
         let done = self.restored.clone();
@@ -150,6 +151,7 @@ impl Partitions {
         );
         let handle = tokio::spawn(task.run(rx, data_rx));
         self.http.partitions.insert(partition, tx.clone());
+        self.http.restoring.remove(&partition);
         let sink = PartitionSink {
             tx: data_tx,
             inflight,
@@ -168,6 +170,7 @@ impl Partitions {
     pub async fn stop(&mut self, partitions: &[i32]) {
         for p in partitions {
             self.http.partitions.remove(p);
+            self.http.restoring.remove(p);
             if let Some(Part::Active { tx, task }) = self.parts.remove(p) {
                 drop(tx);
                 task.abort();
@@ -201,6 +204,11 @@ impl Partitions {
             }
         }
         asked
+    }
+
+    /// Whether the consumer is in the group, for the query API.
+    pub fn set_joined(&self, joined: bool) {
+        self.http.joined.store(joined, Ordering::Release);
     }
 
     /// Readiness: the consumer has `joined` the group and no partition is restoring.
