@@ -72,6 +72,16 @@ async fn ride_out_a_stall(guarantee: Guarantee) {
     .await;
 
     broker().pause();
+    // The coordinator waits on the broker: not ready once the wait outlasts the Kafka timeout.
+    let ops = running.http_addr;
+    wait_until_async("not ready while the broker does not answer", || {
+        let registry = registry.clone();
+        async move {
+            let ready = toolcalls_processor::metrics::sum(&registry, "toolcalls_ready", &[]);
+            http_get(ops, "/readyz").await.0 == 503 && ready == 0.0
+        }
+    })
+    .await;
     // With the broker stopped, a commit times out or the group session does, and the processor
     // aborts its batch: the abort cannot be confirmed either.
     wait_until_async("the processor to abort its batch", || {

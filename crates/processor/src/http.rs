@@ -34,6 +34,10 @@ pub(crate) struct HttpState {
     pub restoring: DashSet<i32>,
     /// The consumer is in the group: it received an assignment and has not lost it since.
     pub joined: AtomicBool,
+    /// The coordinator's commits and aborts under way.
+    pub waits: crate::waits::Waits,
+    /// How long a commit or abort may wait before the processor is not ready: the Kafka timeout.
+    pub stall_after: Duration,
     /// Every assigned partition is restored and the consumer is running.
     pub ready: AtomicBool,
     /// The coordinator loop is alive.
@@ -137,13 +141,18 @@ async fn healthz(State(s): State<Arc<HttpState>>) -> Response {
 
 async fn readyz(State(s): State<Arc<HttpState>>) -> Response {
     let why = if !s.alive.load(Ordering::Acquire) {
-        "not ready: the processor has stopped (the log says why)\n"
-    } else if s.ready.load(Ordering::Acquire) {
+        "not ready: the processor has stopped (the log says why)\n".to_owned()
+    } else if let Some(waited) = s.waits.stalled(s.stall_after) {
+        format!(
+            "not ready: a commit or abort has waited {} s on the brokers (is a broker hung?)\n",
+            waited.as_secs()
+        )
+    } else if s.ready.load(Ordering::Acquire) && s.joined.load(Ordering::Acquire) {
         return (StatusCode::OK, "ready\n").into_response();
     } else if !s.ownership.topics_checked() {
-        "not ready: waiting for the brokers and the topics (the log says which brokers cannot be reached or which topics are missing)\n"
+        "not ready: waiting for the brokers and the topics (the log says which brokers cannot be reached or which topics are missing)\n".to_owned()
     } else {
-        "not ready: joining the consumer group, or restoring assigned partitions from the changelog\n"
+        "not ready: joining the consumer group, or restoring assigned partitions from the changelog\n".to_owned()
     };
     (StatusCode::SERVICE_UNAVAILABLE, why).into_response()
 }

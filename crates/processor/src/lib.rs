@@ -68,6 +68,7 @@ pub mod spans;
 mod startup;
 mod telemetry;
 pub mod topics;
+mod waits;
 
 pub use client::wait_for_brokers;
 pub use config::{Guarantee, LogFormat, RunArgs, Secret, Settings};

@@ -121,6 +121,10 @@ pub async fn start(settings: Settings, registry: Registry) -> Result<Running, Er
     let spans = start_span_export(&settings, &registry)?;
     let (http, http_addr, api_addr, http_stop) = serve_http(&settings, &registry).await?;
     let (shutdown_tx, shutdown_rx) = oneshot::channel();
+    tokio::spawn(crate::coordinator::stall::watch(
+        http.clone(),
+        metrics.clone(),
+    ));
     let join = tokio::spawn(async move {
         let (queue, exporter) = spans.unzip();
         let flush_within = settings.spans.otlp_timeout.0 + Duration::from_secs(1);
@@ -373,6 +377,8 @@ async fn serve_http(
         partitions: DashMap::new(),
         restoring: dashmap::DashSet::new(),
         joined: false.into(),
+        waits: Default::default(),
+        stall_after: Duration::from_millis(settings.kafka_timeout_ms),
         ready: false.into(),
         alive: true.into(),
         ownership: Ownership::new(

@@ -14,6 +14,7 @@
 
 mod checkpoint;
 mod partitions;
+pub(crate) mod stall;
 pub(crate) mod transaction;
 
 use crate::config::Settings;
@@ -123,6 +124,7 @@ impl Coordinator {
     /// Commits the current batch. `stopping` partitions are not resumed afterwards (they are
     /// being revoked). Transient failures abort and rewind; fatal ones are returned.
     async fn checkpoint(&mut self, stopping: &[i32]) -> Result<(), Error> {
+        let _waiting = stall::Waiting::begin(&self.partitions.http);
         let asked = self.partitions.ask_checkpoint();
         if asked.is_empty() {
             return Ok(());
@@ -168,6 +170,7 @@ impl Coordinator {
     /// the changelog; the consumer rewinds them to their committed offsets when they are active
     /// again.
     async fn abort_and_rewind(&mut self, why: &str) -> Result<(), Error> {
+        let _waiting = stall::Waiting::begin(&self.partitions.http);
         BatchAborted { reason: why }.emit(&self.metrics);
         let partitions = self.partitions.all();
         self.partitions.deactivate(&partitions);
