@@ -72,7 +72,7 @@ pub struct Opts {
     )]
     pub max_connections: usize,
     /// Requests of a body over 64 KiB read at once, each until its events are delivered (a body
-    /// costs up to about 80 times its size until then); more wait their turn. Smaller bodies are
+    /// costs up to about 60 times its size until then); more wait their turn. Smaller bodies are
     /// read as they come
     #[arg(
         long,

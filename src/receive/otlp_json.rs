@@ -13,9 +13,8 @@
 //! nothing the adapter reads). Values are copied as their text, so a value a tree cannot hold
 //! exactly (a lone surrogate, `1e400`) reaches the adapter as it would have.
 
-use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
-use std::borrow::Cow;
+use toolcalls_adapters::raw::{array, last, object, Key};
 use toolcalls_adapters::{OTEL_SPAN_ATTRIBUTES, OTEL_SPAN_FIELDS};
 
 /// The body as one line of what the adapter reads, or why it is no OTLP JSON export; one whose
@@ -38,11 +37,8 @@ pub fn json_to_json_line(body: &[u8], max_values: usize) -> Result<Vec<u8>, Stri
     if fields.is_empty() {
         return Ok(b"{}".to_vec());
     }
-    let resource_spans = fields
-        .iter()
-        .rev()
-        .find(|(key, _)| key.is("resourceSpans"))
-        .and_then(|(_, v)| array(v))
+    let resource_spans = last(&fields, "resourceSpans")
+        .and_then(array)
         .ok_or_else(no_spans)?;
     let mut out = Vec::with_capacity(256);
     out.extend_from_slice(b"{\"resourceSpans\":");
@@ -214,79 +210,6 @@ fn write_list<'a>(out: &mut Vec<u8>, items: impl Iterator<Item = &'a str>) {
         out.extend_from_slice(item.as_bytes());
     }
     out.push(b']');
-}
-
-/// The elements of a JSON array, unread; `None` for any other value.
-fn array(value: &RawValue) -> Option<Vec<&RawValue>> {
-    serde_json::from_str(value.get()).ok()
-}
-
-/// The fields of a JSON object in order, values unread; `None` for any other value.
-fn object(value: &RawValue) -> Option<Vec<(Key<'_>, &RawValue)>> {
-    serde_json::from_str::<Fields>(value.get())
-        .ok()
-        .map(|f| f.0)
-}
-
-/// An object key, decoded; a lone surrogate escape is kept as its WTF-8 bytes (no `str`).
-struct Key<'a>(Cow<'a, [u8]>);
-
-impl Key<'_> {
-    fn as_str(&self) -> Option<&str> {
-        std::str::from_utf8(&self.0).ok()
-    }
-
-    fn is(&self, name: &str) -> bool {
-        *self.0 == *name.as_bytes()
-    }
-}
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Bytes;
-        impl<'de> Visitor<'de> for Bytes {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_bytes<E>(self, v: &'de [u8]) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(v)))
-            }
-            fn visit_bytes<E>(self, v: &[u8]) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v.to_vec())))
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(v.as_bytes())))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v.as_bytes().to_vec())))
-            }
-        }
-        d.deserialize_bytes(Bytes)
-    }
-}
-
-/// An object's fields in order, duplicates kept.
-struct Fields<'a>(Vec<(Key<'a>, &'a RawValue)>);
-
-impl<'de> Deserialize<'de> for Fields<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Pairs;
-        impl<'de> Visitor<'de> for Pairs {
-            type Value = Fields<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("an object")
-            }
-            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Fields<'de>, M::Error> {
-                let mut fields = Vec::new();
-                while let Some(pair) = map.next_entry::<Key, &RawValue>()? {
-                    fields.push(pair);
-                }
-                Ok(Fields(fields))
-            }
-        }
-        d.deserialize_map(Pairs)
-    }
 }
 
 #[cfg(test)]

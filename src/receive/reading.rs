@@ -2,7 +2,7 @@
 //! spans) at once, on the thread that answers it; a larger one off the async workers (reading is
 //! CPU work in proportion to its size, and other requests are answered meanwhile) and at most
 //! `--max-reads` at a time, each holding its turn until its events are delivered. A body costs
-//! up to about 80 times its size until then — its events, their encodings, the producer's copies
+//! up to about 60 times its size until then — its events, their encodings, the producer's copies
 //! (docs/OPERATIONS.md, "Receiving over HTTP") — so the turns, not the cores, bound the memory of
 //! large requests.
 
@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use toolcalls_model::Event;
 
-/// Bodies up to this size are read as they come: at 80 times their size, a few megabytes each.
+/// Bodies up to this size are read as they come: at 60 times their size, a few megabytes each.
 pub const SMALL_BODY: usize = 64 << 10;
 
 /// Why a body gave no events.

@@ -47,12 +47,17 @@ mod depth;
 mod detect;
 mod fields;
 mod format;
+/// The fuzz harness the workspace's fuzz tests share, for the in-process ones here.
+#[cfg(test)]
+#[path = "../../model/tests/support/fuzz.rs"]
+mod fuzz_support;
 mod gemini;
 mod line_reader;
 mod mcp;
 mod openai;
 mod otel;
 mod parsed;
+pub mod raw;
 mod stamps;
 mod stream;
 #[cfg(test)]

@@ -1,5 +1,7 @@
 //! OpenTelemetry GenAI `execute_tool` spans in OTLP JSON.
 
+use crate::raw;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use toolcalls_model::{Completion, EventBody, Timestamp};
 
@@ -62,6 +64,11 @@ const ERROR_TYPE: &str = "error.type";
 /// Exporters do not write spans in time order, so this adapter sorts its events by event time
 /// (announce before completion at equal times).
 pub(crate) fn parse(ctx: &mut Ctx, input: &[u8]) {
+    read(ctx, input, true);
+}
+
+/// Reads `input`; a line a span at a time where `by_span` ([`read_by_span`]), else as one tree.
+fn read(ctx: &mut Ctx, input: &[u8], by_span: bool) {
     let mut out: Vec<(Timestamp, usize, Envelope, EventBody)> = Vec::new();
     if is_pretty_document(input) {
         if let Some(doc) = ctx.json_document(input) {
@@ -69,6 +76,9 @@ pub(crate) fn parse(ctx: &mut Ctx, input: &[u8]) {
         }
     } else {
         for (line, bytes) in lines(input) {
+            if by_span && read_by_span(ctx, line, bytes, &mut out) {
+                continue;
+            }
             if let Some(doc) = ctx.json_line(line, bytes) {
                 export(ctx, line, &doc, &mut out);
             }
@@ -79,6 +89,62 @@ pub(crate) fn parse(ctx: &mut Ctx, input: &[u8]) {
         ctx.emit(env, body);
     }
 }
+
+/// Reads an export of one line a span at a time: each span becomes a tree, the export never does
+/// (a tree of a large export cost hundreds of bytes an attribute, whatever the adapter reads of
+/// it). The events and messages are those [`export`] gives from a tree of the line; `false` for
+/// a line that is no JSON (or nests past the bound), which [`Ctx::json_line`] then says.
+fn read_by_span(
+    ctx: &mut Ctx,
+    line: usize,
+    bytes: &[u8],
+    out: &mut Vec<(Timestamp, usize, Envelope, EventBody)>,
+) -> bool {
+    let Ok(text) = std::str::from_utf8(bytes).map(str::trim) else {
+        return false;
+    };
+    let Ok(doc) = serde_json::from_str::<&RawValue>(text) else {
+        return false;
+    };
+    if toolcalls_model::json::check_depth(text).is_err() {
+        return false;
+    }
+    let fields = raw::object(doc);
+    // `{}` is an export of no spans (see `export`).
+    if fields.as_ref().is_some_and(Vec::is_empty) {
+        ctx.skip();
+        return true;
+    }
+    let resource_spans = fields
+        .as_deref()
+        .and_then(|f| raw::last(f, "resourceSpans"))
+        .and_then(raw::array);
+    let Some(resource_spans) = resource_spans else {
+        ctx.error(line, NO_SPANS);
+        return true;
+    };
+    for (ri, rs) in resource_spans.iter().enumerate() {
+        let rs = raw::object(rs).unwrap_or_default();
+        let scopes = raw::last(&rs, "scopeSpans")
+            .or_else(|| raw::last(&rs, "instrumentationLibrarySpans"))
+            .and_then(raw::array)
+            .unwrap_or_default();
+        for (si, ss) in scopes.iter().enumerate() {
+            let ss = raw::object(ss).unwrap_or_default();
+            let spans = raw::last(&ss, "spans")
+                .and_then(raw::array)
+                .unwrap_or_default();
+            for (pi, span) in spans.iter().enumerate() {
+                let at = format!("resourceSpans[{ri}].scopeSpans[{si}].spans[{pi}]");
+                let span = crate::value::parse(span.get().as_bytes()).unwrap_or(Value::Null);
+                span_events(ctx, line, &at, &span, out);
+            }
+        }
+    }
+    true
+}
+
+const NO_SPANS: &str = "object has no `resourceSpans`; expected an OTLP JSON trace export";
 
 fn export(
     ctx: &mut Ctx,
@@ -93,10 +159,7 @@ fn export(
         return;
     }
     let Some(resource_spans) = doc.get("resourceSpans").and_then(Value::as_array) else {
-        ctx.error(
-            line,
-            "object has no `resourceSpans`; expected an OTLP JSON trace export",
-        );
+        ctx.error(line, NO_SPANS);
         return;
     };
     for (ri, rs) in resource_spans.iter().enumerate() {
@@ -323,6 +386,78 @@ mod tests {
     use crate::test_support::parse_str;
     use crate::Format;
     use toolcalls_model::{EventBody, EventKind};
+
+    /// The events and messages of `input`, read a span at a time or as one tree a line.
+    fn read(input: &str, by_span: bool) -> (Vec<toolcalls_model::Event>, Vec<String>, usize) {
+        let options = crate::Options::default();
+        let mut ctx = crate::common::Ctx::new(Format::Otel, "t.jsonl", &options);
+        super::read(&mut ctx, input.as_bytes(), by_span);
+        let p = ctx.finish();
+        let said = p.errors.iter().map(ToString::to_string).collect();
+        (p.events, said, p.skipped)
+    }
+
+    /// Read a span at a time, an export gives what a tree of it gives: the sample, and exports
+    /// of odd shapes (elements that are no objects, fields given twice, the older
+    /// `instrumentationLibrarySpans`, values a tree cannot hold, fields of the wrong type, no
+    /// export at all).
+    #[test]
+    fn a_span_at_a_time_reads_as_the_whole_tree() {
+        let sample = include_str!("../tests/data/otel-genai-spans.jsonl");
+        let span = |extra: &str| {
+            format!(
+                r#"{{"traceId":"5b8efff798038103d269b633813fc60c","spanId":"eee19b7ec3c1b174","name":"execute_tool t","startTimeUnixNano":"1775044801010000000","endTimeUnixNano":"1775044801300000000","attributes":[{{"key":"gen_ai.operation.name","value":{{"stringValue":"execute_tool"}}}},{{"key":"gen_ai.tool.call.id","value":{{"stringValue":"c1"}}}},{{"key":"gen_ai.tool.call.id","value":{{"stringValue":"c2"}}}},{{"key":"session.id","value":{{"stringValue":"s \ud83d"}}}},{{"key":"gen_ai.tool.call.arguments","value":{{"stringValue":"{{\"n\":1e400}}"}}}},{{"key":"junk","value":{{"doubleValue":1e400}}}}]{extra}}}"#
+            )
+        };
+        let odd = [
+            format!(
+                r#"{{"resourceSpans":[{{"resource":{{"attributes":[]}},"scopeSpans":[{{"spans":[{},{},7,{}]}}]}},null,{{"instrumentationLibrarySpans":[{{"spans":[{}]}}]}},{{"scopeSpans":null,"instrumentationLibrarySpans":[{{"spans":[{}]}}]}}],"resourceSpans2":1}}"#,
+                span(""),
+                span(r#","status":{"code":2},"status":{"code":"STATUS_CODE_ERROR","message":"m"}"#),
+                span(r#","traceId":17"#),
+                span(r#","name":"other"}"#).trim_end_matches('}').to_owned() + "}",
+                span(r#","startTimeUnixNano":"x""#),
+            ),
+            format!(
+                r#"{{"resourceSpans":[{{"scopeSpans":[{{"spans":[{}]}}]}}],"resourceSpans":[]}}"#,
+                span("")
+            ),
+            format!(r#"{{"resourceSpans":{{"a":1}},"x":[{}]}}"#, span("")),
+            "[1,2,3]".to_owned(),
+            "{}".to_owned(),
+            r#"{"resourceSpans":[{"scopeSpans":"none"}]}"#.to_owned(),
+            "not json".to_owned(),
+        ];
+        let inputs = std::iter::once(sample.to_owned()).chain(odd);
+        for input in inputs {
+            let (by_span, by_tree) = (read(&input, true), read(&input, false));
+            assert_eq!(by_span, by_tree, "{input}");
+        }
+    }
+
+    use crate::fuzz_support as support;
+
+    /// The same, on the sample's exports mutated (`TOOLCALLS_FUZZ_CASES` / `_SECS` / `_SEED` as
+    /// for every fuzz test).
+    #[test]
+    fn mutated_exports_read_the_same_a_span_at_a_time() {
+        let sample = include_str!("../tests/data/otel-genai-spans.jsonl");
+        let corpus: Vec<Vec<u8>> = sample.lines().map(|l| l.as_bytes().to_vec()).collect();
+        let odd = support::odd_values();
+        let budget = support::Budget::from_env(300);
+        support::run(
+            "otel-by-span",
+            &budget,
+            |rng, _| {
+                let base = rng.pick(&corpus).clone();
+                support::mutate(rng, &base, &corpus, &odd)
+            },
+            |input| {
+                let input = String::from_utf8_lossy(input);
+                assert_eq!(read(&input, true), read(&input, false), "{input}");
+            },
+        );
+    }
 
     #[test]
     fn events_carry_their_spans_trace_context() {
