@@ -444,7 +444,12 @@ fn compose_prometheus_and_grafana_fit_together() {
         .as_str()
         .expect("the receiver's script");
     assert!(
-        script.contains("TOOLCALLS_RECEIVE_TOKEN=") && script.contains("exec toolcalls receive"),
+        script.contains("TOOLCALLS_RECEIVE_TOKEN=") && script.contains(" toolcalls receive "),
+        "{script}"
+    );
+    // Root only to make and read the token: what parses requests runs as nobody.
+    assert!(
+        script.contains("exec setpriv --reuid=65534 --regid=65534 --clear-groups"),
         "{script}"
     );
     let metrics_port = script
@@ -1044,8 +1049,11 @@ fn the_default_redaction_rules_catch_credentials_and_leave_real_traffic_alone() 
     let services = compose
         .matches("./deploy/redact.toml:/etc/toolcalls/redact.toml:ro")
         .count();
-    let commands =
-        compose.matches("[\"toolcalls\", ").count() + compose.matches("exec toolcalls ").count();
+    let commands = compose.matches("[\"toolcalls\", ").count()
+        + compose.matches("exec toolcalls ").count()
+        + compose
+            .matches("--no-new-privs\n        toolcalls ")
+            .count();
     assert_eq!(
         services, commands,
         "every toolcalls service of the compose stack mounts the rules"
