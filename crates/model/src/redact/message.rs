@@ -40,7 +40,15 @@ impl Redaction {
         // Each JSON string decoded first, so that an escape hides nothing; then the whole text.
         let strings = self.strings_in(&text);
         let whole = self.text(strings.as_deref().unwrap_or(&text));
-        whole.or(strings).map(String::into_bytes)
+        let redacted = whole.or(strings)?;
+        // A string written again holds what a tree can (a lone surrogate became U+FFFD): the
+        // message may now read as an object, which is redacted as one, as it would be next time.
+        if let Ok(Value::Object(_)) = serde_json::from_str::<Value>(&redacted) {
+            if let Some(again) = self.dead_letter(redacted.as_bytes()) {
+                return Some(again);
+            }
+        }
+        Some(redacted.into_bytes())
     }
 }
 
@@ -69,6 +77,23 @@ mod tests {
         assert_eq!(v["args"]["key"], "[REDACTED]");
         assert_eq!(v["attributes"]["toolUseResult"]["password"], "[REDACTED]");
         assert_eq!(v["isError"], "yes", "the rest as it came");
+    }
+
+    /// A message a tree cannot hold (lone surrogates) whose redacted strings make it one: it is
+    /// redacted as the object it now is, so that redacting it again changes nothing.
+    #[test]
+    fn redacting_a_dead_letter_twice_changes_nothing_more() {
+        let rules = Redaction::new(&["/0".into()], &["[0-9]{5,}".into(), "tool".into()]).unwrap();
+        let message = br#"{"kind":"completion","result":["a.txt","b.txt"],"session":"\ude00\ud83123456789d","tool":"list_directory","v":1}"#;
+        let once = rules.dead_letter(message).expect("redacted");
+        let again = rules.dead_letter(&once).unwrap_or_else(|| once.clone());
+        assert_eq!(
+            String::from_utf8_lossy(&again),
+            String::from_utf8_lossy(&once)
+        );
+        let v: Value = serde_json::from_slice(&once).unwrap();
+        assert_eq!(v["[REDACTED]"], "list_directory", "{v}");
+        assert_eq!(v["session"], "\u{fffd}\u{fffd}[REDACTED]d");
     }
 
     /// An event too deep for a tree, a secret escaped in its arguments: found all the same.
