@@ -91,10 +91,13 @@ struct Opts {
     /// lately, so a session's records are those one correlator gives; the state caps
     /// (--max-pending…) apply to each. Records come out in the order of the lines
     /// that closed them, as with one thread, except that what the end of the input closes comes
-    /// thread by thread
+    /// thread by thread. At most 1024
     #[arg(long, short = 'j', env = "TOOLCALLS_THREADS", value_name = "N")]
     threads: Option<NonZeroUsize>,
 }
+
+/// The most correlators `--threads` starts: beyond the cores they only split the input finer.
+const MAX_THREADS: usize = 1024;
 
 /// A `--dead-letters` path that is standard output, an input or the records' file is refused.
 fn refuse_for_dead_letters(
@@ -168,15 +171,42 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     if drop_ids && format.is_none() {
         bail!("--drop-ids needs --format: v1 events are used as they are");
     }
+    if let Some(n) = threads.filter(|n| n.get() > MAX_THREADS) {
+        bail!("--threads {n} is more than the {MAX_THREADS} local mode runs; give fewer (the default is one a core)");
+    }
     let threads = threads
         .or_else(|| std::thread::available_parallelism().ok())
-        .map_or(1, NonZeroUsize::get);
+        .map_or(1, |n| n.get().min(MAX_THREADS));
 
     if let Some(path) = &out {
         crate::output_path::refuse_an_input("--out", path, &args.files)?;
     }
     if let Some(path) = &dead_letters {
         refuse_for_dead_letters(path, out.as_deref(), &args.files)?;
+    }
+    let inputs: Vec<Option<PathBuf>> = if args.files.is_empty() {
+        vec![None]
+    } else {
+        crate::each_file_once::each_file_once("local", args.files)
+            .into_iter()
+            .map(|p| (p.as_os_str() != "-").then_some(p))
+            .collect()
+    };
+    // Every input is there and readable before the records' file is made: a mistyped path must
+    // not empty the records an earlier run wrote there. (A pipe is not opened twice: its writer
+    // would see its reader go.)
+    for path in inputs.iter().flatten() {
+        let cannot = || format!("cannot open {}", path.display());
+        let meta = std::fs::metadata(path).with_context(cannot)?;
+        if meta.is_dir() {
+            bail!(
+                "cannot read {}: it is a directory; give the files in it",
+                path.display()
+            );
+        }
+        if meta.is_file() {
+            std::fs::File::open(path).with_context(cannot)?;
+        }
     }
     let mut sink: Box<dyn Write> = match out.as_deref().filter(|p| p.as_os_str() != "-") {
         Some(path) => Box::new(BufWriter::with_capacity(
@@ -190,14 +220,6 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             SINK_BUFFER,
             std::io::stdout().lock(),
         )),
-    };
-    let inputs: Vec<Option<PathBuf>> = if args.files.is_empty() {
-        vec![None]
-    } else {
-        crate::each_file_once::each_file_once("local", args.files)
-            .into_iter()
-            .map(|p| (p.as_os_str() != "-").then_some(p))
-            .collect()
     };
     // What each input number of the records' provenance stands for.
     let names: Vec<Arc<str>> = inputs

@@ -304,6 +304,59 @@ fn an_output_that_is_also_an_input_is_refused_and_the_input_kept() {
     }
 }
 
+/// An input that is not there, or is a directory, stops the run before the records' file is
+/// made: the records an earlier run wrote there are kept.
+#[test]
+fn a_missing_input_leaves_an_earlier_records_file_alone() {
+    let dir = scratch_dir("local-missing-input");
+    let kept = dir.join("records.jsonl");
+    std::fs::write(&kept, "an earlier run's records\n").unwrap();
+    let missing = dir.join("no-such.jsonl");
+    let sub = dir.join("a-directory");
+    std::fs::create_dir(&sub).unwrap();
+    for (bad, said) in [(&missing, "cannot open"), (&sub, "is a directory")] {
+        let out = toolcalls(
+            &[
+                "local",
+                EXAMPLE,
+                bad.to_str().unwrap(),
+                "-o",
+                kept.to_str().unwrap(),
+            ],
+            None,
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(said), "{stderr}");
+        assert_eq!(
+            std::fs::read_to_string(&kept).unwrap(),
+            "an earlier run's records\n"
+        );
+    }
+}
+
+/// More threads than local mode starts is refused at once, before any file is made.
+#[test]
+fn too_many_threads_are_refused() {
+    let dir = scratch_dir("local-threads");
+    let out_path = dir.join("records.jsonl");
+    let out = toolcalls(
+        &[
+            "local",
+            "-j",
+            "100000",
+            EXAMPLE,
+            "-o",
+            out_path.to_str().unwrap(),
+        ],
+        None,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("more than the 1024"), "{stderr}");
+    assert!(!out_path.exists());
+}
+
 /// `-o -` is standard output, as for `ingest --out -`, not a file named `-`.
 #[test]
 fn out_dash_is_standard_output() {

@@ -181,7 +181,12 @@ pub(super) fn run(
                     .name(format!("local-{me}"))
                     .spawn_scoped(s, move || work(me, shared, setup))
             })
-            .collect::<Result<_, _>>()?;
+            .collect::<Result<_, _>>()
+            .map_err(|e| {
+                // The threads started wait for work: let them go.
+                shared.stop();
+                anyhow!("cannot start {threads} threads ({e}); give fewer with --threads")
+            })?;
         let written = write(&shared, sinks, progress, &setup.redaction);
         if written.is_err() {
             shared.stop();
