@@ -193,7 +193,8 @@ impl Sink for KafkaSink {
 pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
     // A bad rule, a format that is none or an output over an input stops the start before any
     // broker is asked.
-    let redaction = args.redact.resolve().map_err(anyhow::Error::msg)?;
+    let redaction = args.redact.clone().with_file(file).resolve();
+    let redaction = redaction.map_err(anyhow::Error::msg)?;
     crate::input_format::parse_native(&args.opts.format)?;
     if let Some(out) = &args.opts.out {
         crate::output_path::refuse_an_input("--out", out, &args.files)?;

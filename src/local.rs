@@ -28,6 +28,7 @@ use summary::print_summary;
 use toolcalls_core::FinishMode;
 use toolcalls_processor::core_settings::CoreArgs;
 use toolcalls_processor::redact_settings::RedactArgs;
+use toolcalls_settings::ConfigFile;
 use worker::{InputNames, Setup};
 
 /// The output's buffer: smaller than what a chunk of input makes, so that a chunk's records go to
@@ -154,9 +155,10 @@ fn finish_modes() -> impl TypedValueParser<Value = FinishMode> {
     })
 }
 
-pub fn main(args: Args) -> anyhow::Result<ExitCode> {
+pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
     let config = args.core.resolve().map_err(anyhow::Error::msg)?;
-    let redaction = args.redact.resolve().map_err(anyhow::Error::msg)?;
+    let redaction = args.redact.clone().with_file(file).resolve();
+    let redaction = redaction.map_err(anyhow::Error::msg)?;
     let Opts {
         format,
         drop_ids,

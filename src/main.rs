@@ -67,7 +67,7 @@ fn main() -> ExitCode {
     let (cli, file) = toolcalls_settings::parse::<Cli>();
     let result = match cli.command {
         Command::Run(args) => run::main(*args, &file),
-        Command::Local(args) => local::main(args),
+        Command::Local(args) => local::main(args, &file),
         Command::Ingest(args) => ingest::main(args, &file),
         Command::Receive(args) => receive::main(args, &file),
         Command::Topics(args) => topics::main(args, &file),

@@ -335,6 +335,62 @@ fn a_missing_input_leaves_an_earlier_records_file_alone() {
     }
 }
 
+/// A redaction rule given as a variable or a flag is added to the config file's rules, not put
+/// in their place: the file's secrets stay redacted.
+#[test]
+fn redaction_rules_from_flags_add_to_the_files() {
+    let dir = scratch_dir("local-redact-add");
+    let config = dir.join("toolcalls.toml");
+    std::fs::write(&config, "[redact]\npatterns = [\"first-secret\"]\n").unwrap();
+    let events = concat!(
+        r#"{"v":1,"kind":"announce","source":"s","session":"x","time":"2026-05-10T10:00:00Z","callId":"c1","tool":"Bash","args":{"a":"first-secret","b":"second-secret","c":"third-secret"}}"#,
+        "\n"
+    );
+    let out = toolcalls_with_env(
+        &[
+            "local",
+            "-c",
+            config.to_str().unwrap(),
+            "--redact-pattern",
+            "third-secret",
+            "--at-end",
+            "interrupt",
+        ],
+        &[("TOOLCALLS_REDACT_PATTERN", "second-secret")],
+        Some(events),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !stdout.contains("first-secret"),
+        "the file's rule: {stdout}"
+    );
+    assert!(!stdout.contains("third-secret"), "the flag's: {stdout}");
+    assert!(
+        stdout.contains("second-secret"),
+        "the flag takes the variable's place, as for every option: {stdout}"
+    );
+    let out = toolcalls_with_env(
+        &[
+            "local",
+            "-c",
+            config.to_str().unwrap(),
+            "--at-end",
+            "interrupt",
+        ],
+        &[("TOOLCALLS_REDACT_PATTERN", "second-secret")],
+        Some(events),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for gone in ["first-secret", "second-secret"] {
+        assert!(!stdout.contains(gone), "{gone}: {stdout}");
+    }
+}
+
 /// More threads than local mode starts is refused at once, before any file is made.
 #[test]
 fn too_many_threads_are_refused() {

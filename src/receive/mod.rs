@@ -45,7 +45,8 @@ use toolcalls_settings::ConfigFile;
 pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
     let o = &args.opts;
     o.check()?;
-    let redaction = args.redact.resolve().map_err(anyhow::Error::msg)?;
+    let redaction = args.redact.clone().with_file(file).resolve();
+    let redaction = redaction.map_err(anyhow::Error::msg)?;
     toolcalls_processor::logging::init(o.log_format);
     let listener = std::net::TcpListener::bind(o.listen).with_context(|| {
         format!(

@@ -400,7 +400,7 @@ impl RunArgs {
     pub fn into_settings(self, file: &ConfigFile) -> Result<Settings, Error> {
         let mut s = self.settings;
         s.core = self.core.resolve().map_err(Error::Config)?;
-        s.redact = self.redact;
+        s.redact = self.redact.with_file(file);
         s.spans = self.spans;
         let file_headers = file.pairs("otlp_header").into_iter();
         s.spans.otlp_header = file_headers

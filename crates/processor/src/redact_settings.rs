@@ -1,8 +1,10 @@
 //! Redaction rules as options of `toolcalls run` and `local`, and of the producers `ingest` and
 //! `receive`: `--redact-pointer` and `--redact-pattern`, `TOOLCALLS_REDACT_*`, and `[redact]` in
-//! the config file (lists).
+//! the config file (lists). The flags and the variables add rules to the file's: a rule the file
+//! sets is never dropped by one given beside it.
 
 use toolcalls_model::redact::Redaction;
+use toolcalls_settings::ConfigFile;
 
 /// What is replaced by `[REDACTED]` before a record, or a producer's event, leaves the process
 /// (`[redact]` in the config file).
@@ -31,6 +33,24 @@ pub struct RedactArgs {
 }
 
 impl RedactArgs {
+    /// These rules after the file's `[redact]` rules, each once: flags and variables add to the
+    /// file's lists, where other lists replace them.
+    pub fn with_file(self, file: &ConfigFile) -> RedactArgs {
+        let joined = |table: Vec<String>, given: Vec<String>| {
+            let mut all = table;
+            for rule in given {
+                if !all.contains(&rule) {
+                    all.push(rule);
+                }
+            }
+            all
+        };
+        RedactArgs {
+            pointers: joined(file.list("redact", "pointers"), self.pointers),
+            patterns: joined(file.list("redact", "patterns"), self.patterns),
+        }
+    }
+
     /// The rules, checked.
     pub fn resolve(&self) -> Result<Redaction, String> {
         Redaction::new(&self.pointers, &self.patterns)
@@ -60,13 +80,19 @@ mod tests {
             let args = ["x", "--config", path.to_str().unwrap()]
                 .into_iter()
                 .chain(argv.iter().copied());
-            toolcalls_settings::try_parse_from::<Cli, _, _>(args).map(|(c, _)| c.redact)
+            toolcalls_settings::try_parse_from::<Cli, _, _>(args)
+                .map(|(c, file)| c.redact.with_file(&file))
         };
         let from_file = parse(&[]).unwrap();
         assert_eq!(from_file.pointers, ["/password", "/token"]);
         assert_eq!(from_file.patterns, ["sk-[a-z]+"]);
-        let flags = parse(&["--redact-pointer", "/key"]).unwrap();
-        assert_eq!(flags.pointers, ["/key"], "flags replace the file's list");
+        let flags = parse(&["--redact-pointer", "/key", "--redact-pointer", "/token"]).unwrap();
+        assert_eq!(
+            flags.pointers,
+            ["/password", "/token", "/key"],
+            "flags add to the file's rules"
+        );
+        assert_eq!(flags.patterns, ["sk-[a-z]+"]);
         assert!(from_file.resolve().is_ok());
         std::fs::write(&path, "[redact]\npointers = \"/password\"\n").unwrap();
         assert_eq!(

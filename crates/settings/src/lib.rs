@@ -11,7 +11,8 @@
 //!   `key = value` lines (`[kafka]`), given to the command by [`ConfigFile::pairs`] to go
 //!   before the option's own values;
 //! - another repeatable option (`--redact-pattern`) is a key that takes a list (or one value);
-//!   flags given on the command line replace the file's list;
+//!   flags given on the command line replace the file's list (a command may add them to it
+//!   instead, with [`ConfigFile::list`]: the redaction rules do);
 //! - options without an environment variable (plain switches) and hidden ones (test hooks) are
 //!   not read from the file.
 //!
@@ -365,6 +366,15 @@ impl ConfigFile {
                 .map(|(k, v)| (k.clone(), scalar(v).unwrap_or_else(|| v.to_string())))
                 .collect(),
             _ => Vec::new(),
+        }
+    }
+
+    /// The strings of key `key` in table `[table]`, a list or one value; empty without it.
+    pub fn list(&self, table: &str, key: &str) -> Vec<String> {
+        match self.value(&Key::In(table.to_owned(), key.to_owned())) {
+            Some(toml::Value::Array(items)) => items.iter().filter_map(scalar).collect(),
+            Some(v) => scalar(v).into_iter().collect(),
+            None => Vec::new(),
         }
     }
 
