@@ -271,6 +271,12 @@ pub fn keeps_acknowledged_delivery(properties: &[(String, String)]) -> Result<()
 /// password (`sasl.password`).
 pub fn check_kafka_properties(properties: &[(String, String)]) -> Result<(), String> {
     for (key, value) in properties {
+        // Given here it would win over --brokers, which every message and warning names.
+        if matches!(key.as_str(), "bootstrap.servers" | "metadata.broker.list") {
+            return Err(format!(
+                "--kafka {key}=…: give the brokers with --brokers (TOOLCALLS_BROKERS, `brokers` in the config file)"
+            ));
+        }
         let mut c = ClientConfig::new();
         c.set(key, value);
         if let Err(KafkaError::ClientConfig(_, why, _, _)) = c.create_native_config() {
@@ -512,6 +518,10 @@ mod tests {
             let e = check_kafka_properties(&props(k, v)).unwrap_err();
             assert!(e.contains(&format!("--kafka {k}=…")), "{e}");
             assert!(!e.contains(v), "{e}");
+        }
+        for k in ["bootstrap.servers", "metadata.broker.list"] {
+            let e = check_kafka_properties(&props(k, "h:9092")).unwrap_err();
+            assert!(e.contains("--brokers"), "{e}");
         }
     }
 
