@@ -26,13 +26,13 @@ enum Command {
     /// Create the input, output and changelog topics.
     Create {
         /// Partitions of the input topics and the changelog
-        #[arg(long, env = "TOOLCALLS_PARTITIONS", default_value_t = 6)]
+        #[arg(long, env = "TOOLCALLS_PARTITIONS", value_parser = clap::value_parser!(i32).range(1..), default_value_t = 6)]
         partitions: i32,
         /// Partitions of the records and dead-letter topics (default: --partitions)
-        #[arg(long, env = "TOOLCALLS_OUTPUT_PARTITIONS")]
+        #[arg(long, env = "TOOLCALLS_OUTPUT_PARTITIONS", value_parser = clap::value_parser!(i32).range(1..))]
         output_partitions: Option<i32>,
         /// Replication factor of every topic (3 on a production cluster)
-        #[arg(long, env = "TOOLCALLS_REPLICATION", default_value_t = 1)]
+        #[arg(long, env = "TOOLCALLS_REPLICATION", value_parser = clap::value_parser!(i32).range(1..), default_value_t = 1)]
         replication: i32,
         #[command(flatten)]
         cluster: Cluster,

@@ -391,6 +391,29 @@ fn redaction_rules_from_flags_add_to_the_files() {
     }
 }
 
+/// A bound of 0, which would refuse or evict everything, is refused naming the flag, or the file
+/// and its key.
+#[test]
+fn bounds_of_zero_are_refused_by_name() {
+    let dir = scratch_dir("local-zero-bounds");
+    let config = dir.join("toolcalls.toml");
+    std::fs::write(&config, "[core]\nmax_facts_bytes = 0\n").unwrap();
+    let cases: [(&[&str], &str); 3] = [
+        (&["--max-pending", "0"], "--max-pending"),
+        (
+            &["--call-timeout", "0s"],
+            "--call-timeout (TOOLCALLS_CALL_TIMEOUT",
+        ),
+        (&["-c", config.to_str().unwrap()], "core.max_facts_bytes"),
+    ];
+    for (args, said) in cases {
+        let out = toolcalls(&[&["local", EXAMPLE][..], args].concat(), None);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(said), "{args:?}: {stderr}");
+    }
+}
+
 /// More threads than local mode starts is refused at once, before any file is made.
 #[test]
 fn too_many_threads_are_refused() {

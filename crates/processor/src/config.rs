@@ -148,7 +148,7 @@ pub struct Settings {
     )]
     pub align_wait_ms: u64,
     /// Larger input messages go to the dead-letter topic (`too_large`)
-    #[arg(long, env = "TOOLCALLS_MAX_MESSAGE_BYTES", value_name = "BYTES", default_value_t = 1024 * 1024)]
+    #[arg(long, env = "TOOLCALLS_MAX_MESSAGE_BYTES", value_name = "BYTES", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), default_value_t = 1024 * 1024)]
     pub max_message_bytes: usize,
     /// Events dated this far (ms) ahead of the wall clock go to the dead-letter topic
     /// (`far_future`): they would move stream time and time out every pending call
@@ -171,6 +171,7 @@ pub struct Settings {
         long,
         env = "TOOLCALLS_RESTORE_TIMEOUT_MS",
         value_name = "MS",
+        value_parser = clap::value_parser!(u64).range(1..),
         default_value_t = 120_000
     )]
     pub restore_timeout_ms: u64,
@@ -180,6 +181,7 @@ pub struct Settings {
         long,
         env = "TOOLCALLS_KAFKA_TIMEOUT_MS",
         value_name = "MS",
+        value_parser = clap::value_parser!(u64).range(1..),
         default_value_t = 30_000
     )]
     pub kafka_timeout_ms: u64,
@@ -189,6 +191,7 @@ pub struct Settings {
         long,
         env = "TOOLCALLS_TRANSACTION_TIMEOUT_MS",
         value_name = "MS",
+        value_parser = clap::value_parser!(u64).range(1..),
         default_value_t = 60_000
     )]
     pub transaction_timeout_ms: u64,

@@ -44,12 +44,12 @@ pub struct CoreArgs {
     pub max_disorder: Dur,
     /// Most pending calls and waiting results per partition; over it the oldest are closed as
     /// Evicted
-    #[arg(long, env = "TOOLCALLS_MAX_PENDING", value_name = "N", default_value_t = Config::default().max_pending)]
+    #[arg(long, env = "TOOLCALLS_MAX_PENDING", value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), default_value_t = Config::default().max_pending)]
     pub max_pending: usize,
     /// Most bytes of pending state per partition (calls and waiting results with their
     /// arguments and results, and their share of the indexes); over it the oldest are closed as
     /// Evicted
-    #[arg(long, env = "TOOLCALLS_MAX_PENDING_BYTES", value_name = "BYTES", default_value_t = Config::default().max_pending_bytes)]
+    #[arg(long, env = "TOOLCALLS_MAX_PENDING_BYTES", value_name = "BYTES", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), default_value_t = Config::default().max_pending_bytes)]
     pub max_pending_bytes: usize,
     /// Most closed call ids remembered per partition for de-duplication
     #[arg(long, env = "TOOLCALLS_MAX_REMEMBERED", value_name = "N", default_value_t = Config::default().max_remembered)]
@@ -63,7 +63,7 @@ pub struct CoreArgs {
     /// execution timing, the attributes its events bring), besides its arguments and result; a
     /// fact past it is refused (dead-lettered as call_too_large), so that every record fits in a
     /// Kafka message
-    #[arg(long, env = "TOOLCALLS_MAX_FACTS_BYTES", value_name = "BYTES", default_value_t = Config::default().max_facts_bytes)]
+    #[arg(long, env = "TOOLCALLS_MAX_FACTS_BYTES", value_name = "BYTES", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), default_value_t = Config::default().max_facts_bytes)]
     pub max_facts_bytes: usize,
 }
 
@@ -78,6 +78,12 @@ impl CoreArgs {
     /// The correlation rules, checked. `input_topics` keeps its default: the processor, which
     /// reads two, sets it.
     pub fn resolve(&self) -> Result<Config, String> {
+        if self.call_timeout.millis() == 0 {
+            return Err(
+                "--call-timeout (TOOLCALLS_CALL_TIMEOUT, `call_timeout` in [core]) must be greater than 0"
+                    .into(),
+            );
+        }
         let config = Config {
             call_timeout_ms: self.call_timeout.millis(),
             turn_grace_ms: self.turn_grace.millis(),
@@ -150,6 +156,6 @@ mod tests {
         let e = core("[core]\nbogus = 1\n", &[]).unwrap_err();
         assert!(e.contains("bogus") && e.contains("[core]"), "{e}");
         let e = core("", &["--max-pending", "0"]).unwrap_err();
-        assert!(e.contains("max_pending"), "{e}");
+        assert!(e.contains("--max-pending"), "{e}");
     }
 }
