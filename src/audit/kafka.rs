@@ -105,9 +105,12 @@ impl Topics {
     }
 
     fn partitions(&self, consumer: &BaseConsumer, topic: &str) -> anyhow::Result<i32> {
-        let md = consumer
-            .fetch_metadata(Some(topic), self.timeout)
-            .with_context(|| format!("cannot read the metadata of {topic}"))?;
+        let md = consumer.fetch_metadata(Some(topic), self.timeout).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot reach the Kafka brokers at {} to read the metadata of {topic} ({e}); check --brokers, that the brokers run, and --kafka for their TLS or SASL settings",
+                self.brokers
+            )
+        })?;
         let Some(t) = md.topics().first() else {
             bail!("topic {topic} does not exist");
         };
