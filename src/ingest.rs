@@ -74,7 +74,8 @@ struct Opts {
     /// each (default: the Unix epoch)
     #[arg(long, env = "TOOLCALLS_INGEST_BASE_TIME", value_name = "TIME", value_parser = parse_time)]
     base_time: Option<Timestamp>,
-    /// Stop at the first malformed line (exit code 2) instead of reporting it and going on
+    /// Stop at the first malformed line, or at a file that gives no event in the --format named
+    /// while its start tells another (exit code 2), instead of reporting it and going on
     #[arg(long, env = "TOOLCALLS_STRICT")]
     strict: bool,
     /// Print no summary, progress or delivery count on stderr; problems (malformed lines,
@@ -326,7 +327,7 @@ pub fn run(
     let mut file_of_session: HashMap<String, String> = HashMap::new();
     for path in &args.files {
         let (name, bytes) = read(path)?;
-        let (format, parsed) = crate::input_format::read(forced, &name, &bytes, &opts)?;
+        let (format, parsed) = crate::input_format::read(forced, &name, &bytes, &opts, o.strict)?;
         let Parsed {
             mut events,
             errors,
@@ -482,9 +483,10 @@ impl Progress {
         let _ = write!(std::io::stderr(), "\r{events} events ({file})");
     }
 
+    /// Clears the progress line, for the summary to take its place.
     fn done(&self) {
         if self.shown {
-            say!();
+            let _ = write!(std::io::stderr(), "\r\x1b[2K");
         }
     }
 }

@@ -59,13 +59,15 @@ pub fn of(forced: Option<Format>, name: &str, bytes: &[u8]) -> anyhow::Result<Op
 
 /// File `name` (all of it in `bytes`) read in its format ([`of`]): the format, and what its
 /// adapter made of it. A file read in the format `--format` named that gives no event, where
-/// its start tells another format, is said on stderr: `--format codex` on a Claude Code
-/// transcript skips every line as none of codex's, and would end with no event and no error.
+/// its start tells another format, is said on stderr — an error with `strict`: `--format codex`
+/// on a Claude Code transcript skips every line as none of codex's, and would end with no event
+/// and no error.
 pub fn read(
     forced: Option<Format>,
     name: &str,
     bytes: &[u8],
     opts: &toolcalls_adapters::Options,
+    strict: bool,
 ) -> anyhow::Result<(Option<Format>, Parsed)> {
     let Some(format) = of(forced, name, bytes)? else {
         return Ok((None, Parsed::default()));
@@ -74,12 +76,16 @@ pub fn read(
     if forced.is_some() && parsed.events.is_empty() {
         let told = Format::detect_file(name, bytes);
         if let Some(told) = told.filter(|&told| told != format) {
-            say!(
+            let said = format!(
                 "{name}: no events read as {} (--format); its start reads as {}: give --format {} or auto",
                 format.name(),
                 told.name(),
                 told.name()
             );
+            if strict {
+                bail!("{said}; stopping because of --strict");
+            }
+            say!("{said}");
         }
     }
     Ok((Some(format), parsed))

@@ -77,8 +77,9 @@ struct Opts {
     /// processor's dead-letter topic keeps them; `toolcalls audit --dead-letters` reads it
     #[arg(long, env = "TOOLCALLS_DEAD_LETTERS", value_name = "FILE")]
     dead_letters: Option<PathBuf>,
-    /// Stop at the first bad line, or the first event the correlator refuses (exit code 2),
-    /// instead of reporting it and going on
+    /// Stop at the first bad line, the first event the correlator refuses, or a file that gives
+    /// no event in the --format named while its start tells another (exit code 2), instead of
+    /// reporting it and going on
     #[arg(long, env = "TOOLCALLS_STRICT")]
     strict: bool,
     /// How calls still pending at the end of the input are closed
@@ -235,7 +236,7 @@ pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
     let dead_letters = dead_letters
         .map(|path| dead_letters::DeadLetters::create(&path, names.clone(), native))
         .transpose()?;
-    let reader = Reader::new(inputs, names.clone(), format, drop_ids);
+    let reader = Reader::new(inputs, names.clone(), format, drop_ids, strict);
     let setup = Setup {
         config,
         redaction,

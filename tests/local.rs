@@ -414,6 +414,24 @@ fn bounds_of_zero_are_refused_by_name() {
     }
 }
 
+/// A native file read in another format than its own gives no event and says so; with
+/// `--strict` that stops the run, as a bad line does.
+#[test]
+fn strict_stops_on_a_file_of_another_format() {
+    let codex = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/crates/adapters/tests/data/codex-rollout-custom-tools.jsonl"
+    );
+    let out = toolcalls(&["local", "-f", "claude-code", codex], None);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("give --format codex"), "{stderr}");
+    let out = toolcalls(&["local", "-f", "claude-code", "--strict", codex], None);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("stopping because of --strict"), "{stderr}");
+}
+
 /// More threads than local mode starts is refused at once, before any file is made.
 #[test]
 fn too_many_threads_are_refused() {

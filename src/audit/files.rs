@@ -317,7 +317,7 @@ fn read_native(
         drop_ids,
         ..Default::default()
     };
-    let (_, parsed) = crate::input_format::read(format, name, &bytes, &opts)?;
+    let (_, parsed) = crate::input_format::read(format, name, &bytes, &opts, false)?;
     // The lines its adapter cannot read, which `toolcalls local` reports as bad lines too.
     // As a v1 line that is no event, each is an input and a bad line.
     ledger.counts.inputs += parsed.errors.len() as u64;

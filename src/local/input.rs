@@ -117,6 +117,9 @@ pub(super) struct Reader {
     /// `None`: v1 lines; `Some(None)`: a native format detected per file.
     format: Option<Option<Format>>,
     drop_ids: bool,
+    /// A native file that gives no event in the format named, where its start tells another,
+    /// stops the run (`--strict`).
+    strict: bool,
     next: usize,
     open: Option<Open>,
     buffers: Arc<Buffers>,
@@ -146,12 +149,14 @@ impl Reader {
         names: Vec<Arc<str>>,
         format: Option<Option<Format>>,
         drop_ids: bool,
+        strict: bool,
     ) -> Self {
         Reader {
             inputs,
             names,
             format,
             drop_ids,
+            strict,
             next: 0,
             open: None,
             buffers: Arc::default(),
@@ -237,7 +242,7 @@ impl Reader {
             drop_ids: self.drop_ids,
             ..Default::default()
         };
-        let (_, parsed) = crate::input_format::read(format, name, &bytes, &opts)?;
+        let (_, parsed) = crate::input_format::read(format, name, &bytes, &opts, self.strict)?;
         Ok(Open::Events {
             topic,
             events: parsed.events.into_iter(),

@@ -45,9 +45,10 @@ impl Progress {
         );
     }
 
+    /// Clears the progress line, for the summary to take its place.
     pub fn done(&self) {
         if self.shown {
-            let _ = writeln!(std::io::stderr());
+            let _ = write!(std::io::stderr(), "\r\x1b[2K");
         }
     }
 }
