@@ -211,6 +211,22 @@ pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
             std::fs::File::open(path).with_context(cannot)?;
         }
     }
+    // What each input number of the records' provenance stands for.
+    let names: Vec<Arc<str>> = inputs
+        .iter()
+        .map(|i| {
+            i.as_ref()
+                .map_or_else(|| "<stdin>".into(), |p| p.display().to_string().into())
+        })
+        .collect();
+    // The records name a file by its path as text: two paths that read alike (they differ only
+    // in bytes that are not UTF-8) could not be told apart in them, nor audited.
+    let mut named = std::collections::HashSet::new();
+    for (input, name) in inputs.iter().zip(&names) {
+        if input.is_some() && !named.insert(name) {
+            bail!("two inputs read as {name} (their paths differ only in bytes that are not UTF-8), and the records name a file by its path: rename one");
+        }
+    }
     let mut sink: Box<dyn Write> = match out.as_deref().filter(|p| p.as_os_str() != "-") {
         Some(path) => Box::new(BufWriter::with_capacity(
             SINK_BUFFER,
@@ -224,14 +240,6 @@ pub fn main(args: Args, file: &ConfigFile) -> anyhow::Result<ExitCode> {
             std::io::stdout().lock(),
         )),
     };
-    // What each input number of the records' provenance stands for.
-    let names: Vec<Arc<str>> = inputs
-        .iter()
-        .map(|i| {
-            i.as_ref()
-                .map_or_else(|| "<stdin>".into(), |p| p.display().to_string().into())
-        })
-        .collect();
     let native = format.is_some();
     let dead_letters = dead_letters
         .map(|path| dead_letters::DeadLetters::create(&path, names.clone(), native))

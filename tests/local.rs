@@ -5,6 +5,7 @@ mod scratch;
 
 use scratch::Scratch;
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use toolcalls_model::{Phase, Strategy, ToolCallRecord};
 
@@ -430,6 +431,34 @@ fn strict_stops_on_a_file_of_another_format() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("stopping because of --strict"), "{stderr}");
+}
+
+/// Two inputs whose paths differ only in bytes that are not UTF-8 would be named alike in the
+/// records' provenance: refused before the records file is made.
+#[test]
+fn inputs_named_alike_in_the_records_are_refused() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = scratch_dir("local-names-alike");
+    let names = [&b"dup\xff.jsonl"[..], b"dup\xfe.jsonl"];
+    let paths: Vec<PathBuf> = names
+        .iter()
+        .map(|n| dir.join(std::ffi::OsStr::from_bytes(n)))
+        .collect();
+    for p in &paths {
+        std::fs::copy(EXAMPLE, p).unwrap();
+    }
+    let records = dir.join("records.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+        .arg("local")
+        .args(&paths)
+        .arg("-o")
+        .arg(&records)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("rename one"), "{stderr}");
+    assert!(!records.exists());
 }
 
 /// More threads than local mode starts is refused at once, before any file is made.
