@@ -159,6 +159,10 @@ struct Tracked {
     /// A line format's parse of the file up to the checkpoint's position, which reads on from
     /// there at the next change.
     stream: Option<Stream>,
+    /// What the stream read after the checkpoint's position and could not parse yet: the start
+    /// of a line still being written. The next change is read from its end, so a long line
+    /// written slowly is read once, not again from its start at every poll.
+    partial: Vec<u8>,
     /// When the file was last read (found changed).
     read_at: Option<Instant>,
     /// Its last read failed.
@@ -440,7 +444,12 @@ impl Follower {
             return Ok(());
         }
         if t.stream.is_some() && same_file && stat.size >= t.cp.position {
-            match appended(path, &t.cp) {
+            let read = t.cp.position + t.partial.len() as u64;
+            if stat.size < read {
+                // Cut within the line being written: read it again from the position.
+                t.partial.clear();
+            }
+            match appended(path, &t.cp, t.partial.len() as u64) {
                 Ok(Some(tail)) => {
                     t.read_again();
                     t.seen = Some(stat);
@@ -448,7 +457,10 @@ impl Follower {
                     return self.deliver_appended(path, stat, &tail);
                 }
                 // Rewritten or truncated: read whole below.
-                Ok(None) => t.stream = None,
+                Ok(None) => {
+                    t.stream = None;
+                    t.partial.clear();
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
                 // Not marked seen: tried again at every poll, so that a file whose permissions
                 // are put right is read without waiting for it to change.
@@ -568,6 +580,7 @@ impl Follower {
             }
         }
         t.stream = stream;
+        t.partial.clear();
         t.held.clear();
         let fresh = deliver(&mut self.out, (t, &name), &parsed, &self.s, &self.metrics)?;
         if t.stream.is_none() {
@@ -611,6 +624,7 @@ impl Follower {
             return Ok(());
         };
         let Some(end) = tail.bytes.iter().rposition(|&b| b == b'\n') else {
+            t.partial.extend_from_slice(&tail.bytes);
             // Nothing complete was appended. A checkpoint written while the file grew (its
             // stat taken before the read) names the size and time of then, past which it was
             // read: once the file is exactly what was delivered, the checkpoint says so, or a
@@ -624,14 +638,17 @@ impl Follower {
             }
             return Ok(());
         };
-        let parsed = stream.push(&tail.bytes[..=end]);
+        let mut lines = std::mem::take(&mut t.partial);
+        lines.extend_from_slice(&tail.bytes[..=end]);
+        t.partial = tail.bytes[end + 1..].to_vec();
+        let parsed = stream.push(&lines);
         let name = path.display().to_string();
         // Checked as a whole read is: a file cut and written again line by line appends lines
         // it had before the cut.
         let fresh = deliver(&mut self.out, (t, &name), &parsed, &self.s, &self.metrics)?;
-        t.cp.position += end as u64 + 1;
+        t.cp.position += lines.len() as u64;
         let mut read_end = tail.before.clone();
-        read_end.extend_from_slice(&tail.bytes[..=end]);
+        read_end.extend_from_slice(&lines);
         (t.cp.tail, t.cp.tail_len) = identity::tail_print(&read_end);
         t.cp.size = stat.size;
         t.cp.mtime_ns = stat.mtime_ns;
@@ -689,10 +706,10 @@ struct Tail {
     before: Vec<u8>,
 }
 
-/// The bytes of `path` after the checkpoint's position, when the file still starts as it did
-/// and still holds, just before that position, the bytes that ended what was read (`None`: it
-/// was rewritten or truncated).
-fn appended(path: &Path, cp: &Checkpoint) -> std::io::Result<Option<Tail>> {
+/// The bytes of `path` after the checkpoint's position and the `skip` bytes past it read already,
+/// when the file still starts as it did and still holds, just before that position, the bytes
+/// that ended what was read (`None`: it was rewritten or truncated).
+fn appended(path: &Path, cp: &Checkpoint, skip: u64) -> std::io::Result<Option<Tail>> {
     use std::io::{Read, Seek, SeekFrom};
     let mut f = std::fs::File::open(path)?;
     let mut head = Vec::with_capacity(identity::FINGERPRINT_BYTES);
@@ -709,6 +726,9 @@ fn appended(path: &Path, cp: &Checkpoint) -> std::io::Result<Option<Tail>> {
     (&mut f).take(back).read_to_end(&mut before)?;
     if cp.tail_len > 0 && identity::tail_print(&before) != (cp.tail.clone(), cp.tail_len) {
         return Ok(None);
+    }
+    if skip > 0 {
+        f.seek(SeekFrom::Start(cp.position + skip))?;
     }
     let mut bytes = Vec::new();
     f.read_to_end(&mut bytes)?;

@@ -704,3 +704,55 @@ fn a_first_line_being_written_is_no_news_and_an_unknown_one_is_said() {
     assert!(said(&f), "a whole line no format knows");
     assert!(events(&written).is_empty());
 }
+
+/// A line written in pieces is read on from where the last poll stopped, not again from its
+/// start: the follower holds what it read of it; a file cut within that line is read again from
+/// the line's start. Either way the events are those of a whole read.
+#[test]
+fn a_line_written_in_pieces_is_read_once() {
+    let sample = transcript();
+    let lines: Vec<&str> = sample.split_inclusive('\n').collect();
+    assert!(lines.len() > 4);
+    let root = tempfile::tempdir().unwrap();
+    let checkpoints = tempfile::tempdir().unwrap();
+    let file = root.path().join("s.jsonl");
+    let (mut f, written) = follower_of_dir(root.path(), checkpoints.path());
+    let head = lines[..2].concat();
+    std::fs::write(&file, &head).unwrap();
+    poll(&mut f);
+    let long = lines[2].as_bytes();
+    let pieces = [long.len() / 4, long.len() / 2, long.len() - 1];
+    let append = |bytes: &[u8]| {
+        use std::io::Write as _;
+        let mut w = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&file)
+            .unwrap();
+        w.write_all(bytes).unwrap();
+    };
+    let mut at = 0;
+    for end in pieces {
+        append(&long[at..end]);
+        at = end;
+        poll(&mut f);
+        assert_eq!(f.files[&file].partial, long[..end], "held, read once");
+    }
+    // Cut within the line, then written again whole with the rest of the file.
+    let f_len = head.len() + long.len() / 3;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_len(f_len as u64)
+        .unwrap();
+    poll(&mut f);
+    append(&long[long.len() / 3..]);
+    append(lines[3..].concat().as_bytes());
+    poll(&mut f);
+    assert!(f.files[&file].partial.is_empty());
+    assert_wrote(
+        &written,
+        &read_whole("s.jsonl", sample.as_bytes()),
+        "as a whole read",
+    );
+}
