@@ -91,6 +91,20 @@ pub fn read(
     Ok((Some(format), parsed))
 }
 
+/// What to say of file `name`, given as v1 events, whose `start` holds no v1 event but reads as
+/// a native format: `--format` was left out, and every line of it would be a bad line.
+pub fn native_given_as_v1(name: &str, start: &[u8]) -> Option<String> {
+    if holds_v1_events(start) {
+        return None;
+    }
+    let told = Format::detect_file(name, start)?;
+    Some(format!(
+        "{name}: its first line is no v1 event and its start reads as {}: give --format {} (or auto) to read it in that format",
+        told.name(),
+        told.name()
+    ))
+}
+
 /// Whether the first line with anything on it is a valid v1 event.
 fn holds_v1_events(bytes: &[u8]) -> bool {
     bom::strip(bytes)

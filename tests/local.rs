@@ -427,6 +427,18 @@ fn strict_stops_on_a_file_of_another_format() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("give --format codex"), "{stderr}");
+    // Given as v1 events (no --format), every line is bad: the start tells which format it is.
+    let out = toolcalls(&["local", codex], None);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "its first line is no v1 event and its start reads as codex: give --format codex"
+        ),
+        "{stderr}"
+    );
+    let v1 = toolcalls(&["local", EXAMPLE], None);
+    assert!(!String::from_utf8_lossy(&v1.stderr).contains("give --format"));
     let out = toolcalls(&["local", "-f", "claude-code", "--strict", codex], None);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");

@@ -212,6 +212,11 @@ impl Reader {
         let topic = u16::try_from(index).context("at most 65536 input files")?;
         let (input, name) = (&self.inputs[index], &self.names[index]);
         let Some(format) = self.format else {
+            if let Some(p) = input {
+                if let Some(said) = forgot_format(p, name) {
+                    crate::say::say!("{said}");
+                }
+            }
             let reader: Box<dyn Read + Send> = match input {
                 Some(p) => Box::new(
                     std::fs::File::open(p)
@@ -454,6 +459,18 @@ pub(super) fn each_item<E>(
         }
     }
     Ok(())
+}
+
+/// What to say of a file given as v1 events that reads as a native format (its first 64 KiB,
+/// read apart: a pipe is not read twice, so only regular files are looked at).
+fn forgot_format(path: &std::path::Path, name: &str) -> Option<String> {
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return None;
+    }
+    let mut start = Vec::with_capacity(64 << 10);
+    let file = std::fs::File::open(path).ok()?;
+    file.take(64 << 10).read_to_end(&mut start).ok()?;
+    crate::input_format::native_given_as_v1(name, &start)
 }
 
 #[cfg(test)]
