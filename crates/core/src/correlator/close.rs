@@ -7,6 +7,7 @@ use super::indexes::IdsFiled;
 use super::record::{record_of_call, record_of_waiting};
 use super::repeats;
 use super::rules::Link;
+use super::timers::Kind;
 use super::{Correlator, Envelope};
 use crate::state::{Closed, ClosedIds, DeadlineCause, Done, Idempotent, Live, ScopeIx};
 use crate::{Effects, Outcome};
@@ -48,8 +49,8 @@ impl Correlator {
                     call.cause = cause;
                 }
                 let timers = &mut self.scopes.get_mut(ix).timers;
-                timers.remove(old, seq);
-                timers.insert(at, seq);
+                timers.remove(old, seq, Kind::Call);
+                timers.insert(at, seq, Kind::Call);
                 self.touch(seq);
             }
         }

@@ -7,6 +7,7 @@ use super::footprint::call_bytes;
 use super::merge::{add_to_waiting, fold_approval, merge_call_attributes};
 use super::repeats;
 use super::rules::{holds, Hints};
+use super::timers::Kind;
 use super::{Correlator, Envelope, Subject};
 use crate::state::{DeadlineCause, Digest, Fact, Live};
 use crate::Outcome;
@@ -230,8 +231,8 @@ impl Correlator {
                 call.cause = DeadlineCause::Denied;
                 let new = call.deadline;
                 let timers = &mut self.scopes.get_mut(call.scope).timers;
-                timers.remove(old, seq);
-                timers.insert(new, seq);
+                timers.remove(old, seq, Kind::Call);
+                timers.insert(new, seq, Kind::Call);
             }
         }
         self.touch(seq);

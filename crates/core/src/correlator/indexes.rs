@@ -8,6 +8,7 @@ use super::entries::Entries;
 use super::footprint::{call_bytes, live_bytes, waiting_bytes};
 use super::hasher::{HashMap, Hasher, SPREAD};
 use super::scopes::{Pending, Scope};
+use super::timers::Kind;
 use super::Correlator;
 use crate::state::{position_key, Closed, Digest, Live, ScopeIx, WaitingResult};
 use hashbrown::HashTable;
@@ -66,7 +67,7 @@ impl Correlator {
         if let Some(key) = call.idempotency_key() {
             claim(&mut scope.idem, key, seq);
         }
-        scope.timers.insert(call.deadline, seq);
+        scope.timers.insert(call.deadline, seq, Kind::Call);
         self.pending_bytes += call_bytes(call);
         self.pending_calls += 1;
         let record_h = self.hs.hash_one(call.record_id);
@@ -112,7 +113,7 @@ impl Correlator {
             scope.repeats.insert(key, seq);
             self.waiting_repeats.insert(seq, key);
         }
-        scope.timers.insert(waiting.deadline, seq);
+        scope.timers.insert(waiting.deadline, seq, Kind::Waiting);
         self.pending_bytes += waiting_bytes(&waiting);
         let record_h = self.hs.hash_one(waiting.record_id);
         let has_id = waiting.has_id;
@@ -149,7 +150,7 @@ impl Correlator {
             scope.repeats.insert(key, seq);
         }
         scope.id_calls += u32::from(closed.announced_with_id);
-        scope.timers.insert(closed.expires, seq);
+        scope.timers.insert(closed.expires, seq, Kind::Closed);
         // Most closed calls keep the ids they had pending: then nothing needs the entry again.
         let unfiled = (0..closed.ids.len()).any(|i| !filed.has(i));
         self.entries.insert_closed(seq, closed);
@@ -212,7 +213,7 @@ impl Correlator {
                 self.pending_calls -= 1;
                 remove_record(&mut self.by_record, hs, &call.record_id, seq);
                 let scope = self.scopes.get_mut(call.scope);
-                scope.timers.remove(call.deadline, seq);
+                scope.timers.remove(call.deadline, seq, Kind::Call);
                 scope.id_calls -= u32::from(call.has_id);
                 // A call's repeat key stays filed: a call leaves only by closing, and the
                 // closed call that takes its number is remembered by that key.
@@ -238,7 +239,7 @@ impl Correlator {
             Live::Waiting(waiting) => {
                 remove_record(&mut self.by_record, hs, &waiting.record_id, seq);
                 let scope = self.scopes.get_mut(waiting.scope);
-                scope.timers.remove(waiting.deadline, seq);
+                scope.timers.remove(waiting.deadline, seq, Kind::Waiting);
                 scope.waiting.remove(&seq);
                 if let Some(id) = waiting.call_id() {
                     release_id(scope, hs, id, seq, IdSlot::Primary);
@@ -260,7 +261,7 @@ impl Correlator {
         };
         self.touch(seq);
         let scope = self.scopes.get_mut(closed.scope);
-        scope.timers.remove(closed.expires, seq);
+        scope.timers.remove(closed.expires, seq, Kind::Closed);
         for (i, id) in closed.ids.iter().enumerate() {
             release_id(scope, &self.hs, id.as_str(), seq, IdSlot::of_closed(i));
         }

@@ -3,8 +3,11 @@
 //! Deadlines mostly come in order within a kind: a call's timeout, a waiting result's grace, a
 //! closed call's expiry are each the event time plus a fixed span, and a scope's event time
 //! seldom goes back. So the deadlines are kept as a few sorted runs (vectors appended to in order,
-//! one per such stream as it turns out), with a B-tree only for the ones that fit no run — a
-//! turn end bringing deadlines closer, events out of order. A run costs 16 bytes a deadline where
+//! one per such stream as it turns out, each holding one [`Kind`]), with a B-tree only for the
+//! ones that fit no run — a turn end bringing deadlines closer, events out of order. A run holds
+//! deadlines of one kind so that taking one out searches only the runs of its kind: the spans
+//! are alike, so a call's timeout falls inside the range of the expiry run too, and searching
+//! that run in vain cost as much as finding the deadline. A run costs 16 bytes a deadline where
 //! a B-tree costs about 37 (docs/ARCHITECTURE.md, Correlation → Memory), appending to it is a
 //! push, and taking out a deadline before it is due (most calls close by their result) marks it
 //! taken in place, found by binary search. The order they are taken in is that of
@@ -24,6 +27,19 @@ const SHRINK_MIN: usize = 1024;
 
 type Key = (Timestamp, u64);
 
+/// What a deadline is for: the entry field it was filed from. Filing and taking out one
+/// deadline name the same kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) enum Kind {
+    /// A pending call's deadline (its timeout, a turn end, a denial).
+    #[default]
+    Call,
+    /// A result waiting for its announce.
+    Waiting,
+    /// A closed call's expiry.
+    Closed,
+}
+
 /// One sorted run: `entries[head..]` ascending by `(when, seq & !TAKEN)`, `entries[head]` never
 /// taken.
 #[derive(Debug, Default)]
@@ -36,6 +52,8 @@ struct Run {
     /// pointer, because every insert and removal compares it for each run of the scope: read
     /// from the vector it was a cache miss per run.
     last: Option<Key>,
+    /// The kind of every deadline in the run; an empty run takes any.
+    kind: Kind,
 }
 
 impl Run {
@@ -173,17 +191,19 @@ pub(super) struct Timers {
 }
 
 impl Timers {
-    pub(super) fn insert(&mut self, at: Timestamp, seq: u64) {
+    pub(super) fn insert(&mut self, at: Timestamp, seq: u64, kind: Kind) {
         debug_assert!(seq & TAKEN == 0, "sequence numbers stay below 2^63");
         let key = (at, seq);
-        // The run whose last deadline is the latest one not after `key`: it keeps the runs apart
-        // (each stream of deadlines finds the run it has been filling).
+        // The run of its kind whose last deadline is the latest one not after `key`: it keeps
+        // the runs apart (each stream of deadlines finds the run it has been filling).
         let mut best: Option<(usize, Key)> = None;
         let mut empty = None;
         for (i, run) in self.runs.iter().enumerate() {
             match run.last() {
                 None => empty = empty.or(Some(i)),
-                Some(last) if last < key && best.is_none_or(|(_, b)| last > b) => {
+                Some(last)
+                    if run.kind == kind && last < key && best.is_none_or(|(_, b)| last > b) =>
+                {
                     best = Some((i, last));
                 }
                 Some(_) => {}
@@ -192,9 +212,13 @@ impl Timers {
         if let Some((i, _)) = best {
             self.runs[i].push(key);
         } else if let Some(i) = empty {
+            self.runs[i].kind = kind;
             self.runs[i].push(key);
         } else if self.runs.len() < MAX_RUNS {
-            let mut run = Run::default();
+            let mut run = Run {
+                kind,
+                ..Run::default()
+            };
             run.push(key);
             self.runs.push(run);
         } else {
@@ -206,12 +230,12 @@ impl Timers {
         }
     }
 
-    /// Takes deadline `(at, seq)` out; whether it was there.
-    pub(super) fn remove(&mut self, at: Timestamp, seq: u64) -> bool {
+    /// Takes deadline `(at, seq)`, filed as `kind`, out; whether it was there.
+    pub(super) fn remove(&mut self, at: Timestamp, seq: u64, kind: Kind) -> bool {
         let key = (at, seq);
         for run in &mut self.runs {
             // A run's first deadline is seldom in cache; its last one is.
-            let within = run.last().is_some_and(|last| key <= last);
+            let within = run.kind == kind && run.last().is_some_and(|last| key <= last);
             if within && run.remove(key) {
                 self.refresh(key);
                 return true;
@@ -269,7 +293,8 @@ mod tests {
         #[test]
         fn orders_as_a_btree_set(ops in ops()) {
             let mut timers = Timers::default();
-            let mut model = BTreeSet::new();
+            let mut model = std::collections::BTreeMap::new();
+            let kinds = [Kind::Call, Kind::Waiting, Kind::Closed];
             let mut streams = [0i64; 3];
             let mut next_seq = 0u64;
             for (op, when, pick) in ops {
@@ -283,24 +308,32 @@ mod tests {
                             _ => when,
                         };
                         next_seq += 1;
-                        timers.insert(Timestamp(at), next_seq);
-                        model.insert((Timestamp(at), next_seq));
+                        let kind = kinds[(op as usize).max(pick as usize) % 3];
+                        timers.insert(Timestamp(at), next_seq, kind);
+                        model.insert((Timestamp(at), next_seq), kind);
                     }
                     6..=8 => {
-                        let filed: Vec<_> = model.iter().copied().collect();
-                        if let Some(&(at, seq)) = filed.get(pick as usize % filed.len().max(1)) {
-                            prop_assert!(timers.remove(at, seq));
+                        let filed: Vec<_> = model.iter().map(|(&k, &kind)| (k, kind)).collect();
+                        let picked = filed.get(pick as usize % filed.len().max(1));
+                        if let Some(&((at, seq), kind)) = picked {
+                            prop_assert!(timers.remove(at, seq, kind));
                             model.remove(&(at, seq));
                         }
-                        prop_assert!(!timers.remove(Timestamp(when), 20_000 + pick));
+                        let kind = kinds[pick as usize % 3];
+                        prop_assert!(!timers.remove(Timestamp(when), 20_000 + pick, kind));
                     }
                     _ => {
-                        prop_assert_eq!(timers.pop_first(), model.pop_first());
+                        prop_assert_eq!(timers.pop_first(), model.pop_first().map(|(k, _)| k));
                     }
                 }
-                prop_assert_eq!(timers.first(), model.first().copied());
+                prop_assert_eq!(timers.first(), model.first_key_value().map(|(&k, _)| k));
                 prop_assert_eq!(timers.is_empty(), model.is_empty());
                 for run in &timers.runs {
+                    for &(at, seq) in &run.entries[run.head..] {
+                        if seq & TAKEN == 0 {
+                            prop_assert_eq!(model.get(&(at, seq)), Some(&run.kind), "one kind a run");
+                        }
+                    }
                     let mut fresh = Run { last: None, ..Default::default() };
                     fresh.entries.clone_from(&run.entries);
                     fresh.head = run.head;
@@ -308,7 +341,7 @@ mod tests {
                     prop_assert_eq!(run.last, fresh.last, "the run's last deadline, kept");
                 }
             }
-            while let Some(key) = model.pop_first() {
+            while let Some((key, _)) = model.pop_first() {
                 prop_assert_eq!(timers.pop_first(), Some(key));
             }
             prop_assert!(timers.is_empty());
@@ -319,11 +352,11 @@ mod tests {
     fn a_removed_deadline_is_not_removed_twice() {
         let mut timers = Timers::default();
         for seq in 0..100 {
-            timers.insert(Timestamp(seq as i64), seq);
+            timers.insert(Timestamp(seq as i64), seq, Kind::Call);
         }
-        assert!(timers.remove(Timestamp(50), 50));
-        assert!(!timers.remove(Timestamp(50), 50));
-        assert!(!timers.remove(Timestamp(50), 51));
+        assert!(timers.remove(Timestamp(50), 50, Kind::Call));
+        assert!(!timers.remove(Timestamp(50), 50, Kind::Call));
+        assert!(!timers.remove(Timestamp(50), 51, Kind::Call));
         let order: Vec<u64> = std::iter::from_fn(|| timers.pop_first().map(|(_, s)| s)).collect();
         let expected: Vec<u64> = (0..100).filter(|&s| s != 50).collect();
         assert_eq!(order, expected);
@@ -333,12 +366,12 @@ mod tests {
     fn compaction_keeps_what_was_not_taken() {
         let mut timers = Timers::default();
         for seq in 0..1_000u64 {
-            timers.insert(Timestamp(seq as i64 / 3), seq);
+            timers.insert(Timestamp(seq as i64 / 3), seq, Kind::Closed);
         }
         // Take out all but every seventh, from the back, so the run compacts with its head in
         // place, then pop a few and take out more from the front.
         for seq in (0..1_000u64).rev().filter(|s| s % 7 != 0) {
-            assert!(timers.remove(Timestamp(seq as i64 / 3), seq));
+            assert!(timers.remove(Timestamp(seq as i64 / 3), seq, Kind::Closed));
         }
         assert!(timers.runs[0].entries.len() < 1_000, "the run compacted");
         let kept: Vec<u64> = std::iter::from_fn(|| timers.pop_first().map(|(_, s)| s)).collect();
@@ -352,11 +385,44 @@ mod tests {
         let mut timers = Timers::default();
         // Three interleaved streams, each in order, as timeouts, graces and expiries come.
         for i in 0..1_000i64 {
-            timers.insert(Timestamp(i + 30_000), 3 * i as u64);
-            timers.insert(Timestamp(i + 10_000), 3 * i as u64 + 1);
-            timers.insert(Timestamp(i + 5_000), 3 * i as u64 + 2);
+            timers.insert(Timestamp(i + 30_000), 3 * i as u64, Kind::Call);
+            timers.insert(Timestamp(i + 10_000), 3 * i as u64 + 1, Kind::Waiting);
+            timers.insert(Timestamp(i + 5_000), 3 * i as u64 + 2, Kind::Closed);
         }
         assert!(timers.late.is_empty());
         assert_eq!(timers.runs.len(), 3);
+    }
+
+    #[test]
+    fn kinds_with_the_same_span_keep_their_own_runs() {
+        // Timeouts and expiries a call timeout after their events: each expiry comes after the
+        // timeout of its own call, so one run could hold both in order, and each removal of a
+        // timeout would search the expiries too.
+        let mut timers = Timers::default();
+        for i in 0..1_000u64 {
+            let at = Timestamp(i as i64 * 10 + 30_000);
+            timers.insert(at, 2 * i, Kind::Call);
+            if i > 0 {
+                assert!(timers.remove(
+                    Timestamp((i as i64 - 1) * 10 + 30_000),
+                    2 * i - 2,
+                    Kind::Call
+                ));
+                timers.insert(Timestamp(at.0 - 5), 2 * i - 1, Kind::Closed);
+            }
+        }
+        assert!(timers.late.is_empty());
+        let kinds: Vec<Kind> = timers
+            .runs
+            .iter()
+            .filter(|r| !r.is_empty())
+            .map(|r| r.kind)
+            .collect();
+        assert_eq!(kinds, [Kind::Call, Kind::Closed]);
+        assert_eq!(
+            timers.runs[0].entries.len() - timers.runs[0].head,
+            1,
+            "the timeouts run holds the pending one"
+        );
     }
 }
