@@ -1176,6 +1176,31 @@ async fn a_clean_processor_run_passes_and_what_goes_missing_is_named() {
         first.key_str()
     );
     assert!(ran.stdout.contains(&want), "{want}\n{}", ran.show());
+
+    // A record published under another key than its id: compaction would keep it beside the
+    // record whose id that key is, or replace that record with it.
+    let rekeyed = format!("{}-rekeyed", s.topics.records);
+    let (moved, other) = (&records[0], &records[1]);
+    assert_ne!(moved.key, other.key);
+    let extra = vec![(other.key.clone().unwrap(), moved.payload.clone().unwrap())];
+    {
+        let (s2, records, rekeyed) = (s.clone(), records.clone(), rekeyed.clone());
+        tokio::task::spawn_blocking(move || {
+            copy_topic(&s2, &records, &rekeyed, |i| i == 0, &extra)
+        })
+        .await
+        .unwrap();
+    }
+    let ran = audit(topic_args(&rekeyed, &s.topics.dlq)).await.unwrap();
+    assert_eq!(ran.code, 1, "{}", ran.show());
+    let want = format!(
+        "bad record  {rekeyed}/0@{}: its key is \"{}\", not its id {}",
+        records.len() - 1,
+        other.key_str(),
+        moved.key_str()
+    );
+    assert!(ran.stdout.contains(&want), "{want}\n{}", ran.show());
+    assert!(ran.stdout.contains("1 discrepancies"), "{}", ran.show());
 }
 
 /// The documented long run: `AUDIT_CALLS=500000 cargo test --release --test audit -- --ignored

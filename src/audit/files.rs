@@ -9,7 +9,7 @@
 //! as the processor's dead-letter topic does, and a bad line it does not name is a discrepancy.
 
 use super::input::{InputKey, Range};
-use super::ledger::{Content, Ledger};
+use super::ledger::{Content, Ledger, RecordKey};
 use super::progress::Progress;
 use anyhow::{bail, Context};
 use std::collections::{BTreeSet, HashMap};
@@ -152,7 +152,8 @@ pub fn audit(
         } else {
             &line[..]
         };
-        ledger.add_record(record, &|| format!("{label}:{number}"), &mut resolve);
+        let at = || format!("{label}:{number}");
+        ledger.add_record(record, RecordKey::Unkeyed, &at, &mut resolve);
         progress.tick();
     }
     if let Some(path) = files.dead_letters {

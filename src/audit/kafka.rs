@@ -10,7 +10,7 @@
 //! would show them.
 
 use super::input::{InputKey, Pos, Range};
-use super::ledger::{Content, Ledger};
+use super::ledger::{Content, Ledger, RecordKey};
 use super::progress::Progress;
 use anyhow::{bail, Context};
 use rdkafka::config::ClientConfig;
@@ -175,7 +175,7 @@ pub fn audit(t: &Topics, ledger: &mut Ledger, progress: &mut Progress) -> anyhow
         let at = || format!("{}/{}@{}", t.records, m.partition(), m.offset());
         // A tombstone (no payload) is compaction's business.
         if let Some(p) = m.payload() {
-            ledger.add_record(p, &at, &mut outside);
+            ledger.add_record(p, RecordKey::Message(m.key()), &at, &mut outside);
         }
     })?;
 

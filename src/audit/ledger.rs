@@ -136,6 +136,16 @@ pub struct Counts {
     pub outside: u64,
 }
 
+/// The key a record came with, which the audit checks against its id.
+#[derive(Debug, Clone, Copy)]
+pub enum RecordKey<'a> {
+    /// A line of a records file: no key.
+    Unkeyed,
+    /// A message of the records topic and its key, which the processor makes the record's id
+    /// (hyphenated, lower case).
+    Message(Option<&'a [u8]>),
+}
+
 /// The audit's state; see the module docs.
 pub struct Ledger {
     inputs: Vec<Input>,
@@ -265,6 +275,7 @@ impl Ledger {
     pub fn add_record(
         &mut self,
         text: &[u8],
+        key: RecordKey<'_>,
         at: &dyn Fn() -> String,
         resolve: &mut dyn FnMut(&InputKey) -> Option<u32>,
     ) {
@@ -283,6 +294,22 @@ impl Ledger {
         text.trim_ascii_end().hash(&mut h);
         let content = h.finish();
         let (id, revision) = (head.metadata.name, head.metadata.revision);
+        if let RecordKey::Message(key) = key {
+            let mut buf = [0u8; 36];
+            let expected = id.0.hyphenated().encode_lower(&mut buf).as_bytes();
+            if key != Some(expected) {
+                let key = key.map_or_else(
+                    || "none".to_owned(),
+                    |k| format!("{:?}", String::from_utf8_lossy(k)),
+                );
+                self.discrepancies.push(Discrepancy::BadRecord {
+                    at: at(),
+                    why: format!(
+                        "its key is {key}, not its id {id}: the topic is compacted by key, so a revision under another key is never replaced, and one under another record's id replaces that record"
+                    ),
+                });
+            }
+        }
         let why = if head.metadata.scope().is_none() {
             Some("its metadata names no source or no session: every record names both")
         } else if revision == 0 {
