@@ -895,6 +895,41 @@ fn records_of_other_files_stop_the_audit_and_stdin_is_audited_as_dash() {
     );
     let (code, _, shown) = from_stdin(&["audit", "-", "-r", "-"]);
     assert_eq!(code, Some(2), "{shown}");
+
+    // Standard input with a line `local` could not use, in its dead letters as `<stdin>`.
+    let with_bad = dir.join("with-bad.jsonl");
+    let mut lines = generated_events(5);
+    lines.insert(3, "not json".to_owned());
+    write_lines(&with_bad, &lines);
+    let (piped, dead) = (dir.join("piped-bad.jsonl"), dir.join("dead.jsonl"));
+    let stdin_run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_toolcalls"))
+            .args(args)
+            .stdin(std::fs::File::open(&with_bad).unwrap())
+            .output()
+            .unwrap()
+    };
+    let ran = stdin_run(&["local", "-q", "-o", s(&piped), "--dead-letters", s(&dead)]);
+    assert_eq!(ran.status.code(), Some(0), "{ran:?}");
+    assert!(std::fs::read_to_string(&dead)
+        .unwrap()
+        .contains(r#""input":"<stdin>","line":4"#));
+    let ran = stdin_run(&["audit", "-", "-r", s(&piped), "--dead-letters", s(&dead)]);
+    let stdout = String::from_utf8_lossy(&ran.stdout);
+    assert_eq!(ran.status.code(), Some(0), "{ran:?}");
+    let dead_letters = std::fs::read_to_string(&dead).unwrap().lines().count();
+    let want = format!(", {dead_letters} dead-lettered, ");
+    assert!(stdout.contains(&want), "{want}: {stdout}");
+    assert!(
+        stdout.contains("ok: every input is accounted for"),
+        "{stdout}"
+    );
+
+    // A mistyped input is named, not taken for a file the records do not name.
+    let ran = run(&["audit", s(&dir.join("evnets.jsonl")), "-r", s(&records)]);
+    assert_eq!(ran.code, 2, "{}", ran.show());
+    assert!(ran.stderr.contains("cannot open"), "{}", ran.show());
+    assert!(ran.stderr.contains("evnets.jsonl"), "{}", ran.show());
 }
 
 /// The lines of a native file its adapter cannot read are bad lines to the audit, as `local`

@@ -58,6 +58,15 @@ pub fn audit(
     {
         bail!("standard input (`-`) can be read once: give it as one input or as the records file, and the rest as files");
     }
+    // A mistyped input is named as such, before the records are read against the inputs there
+    // are (it would otherwise show as records naming files not audited).
+    for path in files.inputs.iter().filter(|p| !is_stdin(p)) {
+        let name = path.display();
+        if path.is_dir() {
+            bail!("cannot read {name}: it is a directory; give the files in it");
+        }
+        std::fs::File::open(path).with_context(|| format!("cannot open {name}"))?;
+    }
     for (index, path) in files.inputs.iter().enumerate() {
         let name = name_of(path);
         let (key, shift) = match files.format {
@@ -226,7 +235,9 @@ fn read_dead_letters(
         };
         match at {
             Some((key, offset)) => {
-                let pos = resolve(&key).map(|n| (n, offset));
+                // Standard input (`<stdin>`) is known by that name alone: no path resolves it.
+                let n = ledger.input(&key).or_else(|| resolve(&key));
+                let pos = n.map(|n| (n, offset));
                 ledger.add_dead_letter(pos, &d.reason);
             }
             // A line an adapter could not read: its bad line is counted when the input is read.
