@@ -2093,3 +2093,141 @@ fn genuine_runs_with_retries_checksums_and_files_in_any_order_audit_clean() {
         }
     }
 }
+
+/// Tampered records the audit once passed: a later revision of another scope, a retry's
+/// announce or an early result's announce left out of the provenance, and records that list
+/// no input position.
+#[test]
+fn revisions_of_another_scope_lost_announces_and_records_without_provenance_are_named() {
+    use serde_json::Value;
+    let dir = scratch_dir("tampered");
+    // The records of `lines` through `local`, as JSON values, and an audit of them changed.
+    let audit_changed = |name: &str, lines: &[String], change: &dyn Fn(&mut Vec<Value>)| {
+        let case = dir.join(name);
+        std::fs::create_dir_all(&case).unwrap();
+        let (input, records, ran) = local_run(&case, lines);
+        assert_eq!(ran.code, 0, "{}", ran.show());
+        let clean = run(&["audit", s(&input), "-r", s(&records)]);
+        assert_eq!(clean.code, 0, "{name}, untouched: {}", clean.show());
+        let text = std::fs::read_to_string(&records).unwrap();
+        let mut values: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        change(&mut values);
+        let changed = case.join("changed.jsonl");
+        let lines: Vec<String> = values.iter().map(Value::to_string).collect();
+        write_lines(&changed, &lines);
+        run(&["audit", s(&input), "-r", s(&changed)])
+    };
+    let keyed = r#","tool":"send","args":{"x":1},"sideEffects":{"level":"external_write","idempotent":false,"idempotencyKey":"k"}"#;
+    let lines_of =
+        |r: &mut Value| -> Vec<Value> { r["provenance"][0]["lines"].as_array().unwrap().clone() };
+
+    // An idempotent call interrupted by its turn's end, then revised by its late result.
+    let revised = [
+        event("announce", "a1", 0, &format!(r#","turn":"t1"{keyed}"#)),
+        format!(
+            r#"{{"v":1,"kind":"turn_end","source":"s","session":"x","turn":"t1","time":"{}"}}"#,
+            time(2_000)
+        ),
+        // Its session's clock moves past the turn's grace: the call closes, interrupted.
+        event(
+            "announce",
+            "b",
+            60_000,
+            r#","turn":"t2","tool":"other","args":{}"#,
+        ),
+        event(
+            "completion",
+            "a1",
+            61_000,
+            r#","turn":"t1","result":"done""#,
+        ),
+    ];
+    let ran = audit_changed("revised", &revised, &|rs| {
+        let second = rs.iter_mut().find(|r| r["metadata"]["revision"] == 2);
+        second.expect("a1's second revision")["metadata"]["session"] = "someone-else".into();
+    });
+    assert_eq!(ran.code, 1, "{}", ran.show());
+    assert!(
+        ran.stdout
+            .contains("is not that of revision 1 of the same record"),
+        "{}",
+        ran.show()
+    );
+
+    // Line 2 left out of the first record's provenance.
+    let drop_line_2 = |rs: &mut Vec<Value>| {
+        let kept: Vec<Value> = lines_of(&mut rs[0])
+            .into_iter()
+            .filter(|l| l != 2)
+            .collect();
+        rs[0]["provenance"][0]["lines"] = kept.into();
+    };
+
+    // A retry collapsed into its call by the key, its result the call's.
+    let retried = [
+        event("announce", "a1", 0, keyed),
+        event("announce", "a2", 1_000, keyed),
+        event("completion", "a2", 2_000, r#","result":"done""#),
+    ];
+    let ran = audit_changed("retried", &retried, &drop_line_2);
+    assert_eq!(ran.code, 1, "{}", ran.show());
+    assert!(ran.stdout.contains("missing     "), "{}", ran.show());
+    assert!(
+        ran.stdout.contains("events.jsonl:2: announce"),
+        "{}",
+        ran.show()
+    );
+
+    // A result before its announce: the record lists both.
+    let early = [
+        event("completion", "x", 1_000, r#","result":"done""#),
+        event("announce", "x", 0, r#","tool":"Read","args":{}"#),
+    ];
+    let ran = audit_changed("early", &early, &drop_line_2);
+    assert_eq!(ran.code, 1, "{}", ran.show());
+    assert!(
+        ran.stdout.contains("events.jsonl:2: announce"),
+        "{}",
+        ran.show()
+    );
+    assert!(
+        ran.stdout.contains("0 late for their record"),
+        "{}",
+        ran.show()
+    );
+
+    // A record made up, listing nothing; and a genuine one emptied into another.
+    let two = [
+        event("announce", "a", 0, r#","tool":"Read","args":{}"#),
+        event("completion", "a", 1_000, r#","result":"one""#),
+        event("announce", "b", 2_000, r#","tool":"Read","args":{}"#),
+        event("completion", "b", 3_000, r#","result":"two""#),
+    ];
+    let ran = audit_changed("made-up", &two, &|rs| {
+        let mut made_up = rs[0].clone();
+        made_up["metadata"]["name"] = "11111111-2222-5333-8444-555555555555".into();
+        made_up.as_object_mut().unwrap().remove("provenance");
+        rs.push(made_up);
+    });
+    assert_eq!(ran.code, 1, "{}", ran.show());
+    assert!(
+        ran.stdout.contains("it lists no input position"),
+        "{}",
+        ran.show()
+    );
+    let ran = audit_changed("emptied", &two, &|rs| {
+        let mut all = lines_of(&mut rs[0]);
+        all.extend(lines_of(&mut rs[1]));
+        rs[1]["provenance"][0]["lines"] = all.into();
+        rs[0]["provenance"] = Value::Array(Vec::new());
+    });
+    assert_eq!(ran.code, 1, "{}", ran.show());
+    assert!(
+        ran.stdout.contains("it lists no input position"),
+        "{}",
+        ran.show()
+    );
+}

@@ -323,9 +323,22 @@ impl Ledger {
                 why: why.to_owned(),
             });
         }
+        if head.provenance.0.is_empty() {
+            self.discrepancies.push(Discrepancy::BadRecord {
+                at: at(),
+                why: "it lists no input position: a record lists the events merged into it, so one that lists none is accounted for by no input (records written before provenance was added cannot be audited)".to_owned(),
+            });
+        }
         let record = match self.by_id.get(&id) {
             Some(&n) => {
                 let info = &mut self.records[n as usize];
+                let scope = head.metadata.scope();
+                if scope.is_some() && info.scope.is_some() && scope != info.scope {
+                    self.discrepancies.push(Discrepancy::BadRecord {
+                        at: at(),
+                        why: format!("its source, session or thread is not that of revision {} of the same record: every revision of a record is of the scope its id derives from", info.latest),
+                    });
+                }
                 let seen = if revision == info.latest {
                     Some(info.content)
                 } else if revision > info.latest {
@@ -875,6 +888,15 @@ impl Ledger {
             let other_attempt = record.is_some_and(|r| {
                 u.result.is_some() && r.collapsed && !r.partial && r.merged & COMPLETION != 0
             }) && ix.is_some_and(|ix| !self.lists_a_result_of(ix, &u));
+            // The announce of an attempt whose result its record lists, and not its announce: a
+            // retry joins its call by its announce, so the record merged it and lost it.
+            let attempt_announce_lost = u.kind == ANNOUNCE
+                && u.tool.is_some()
+                && record.is_some_and(|r| r.collapsed && !r.partial)
+                && ix
+                    .zip(u.identity)
+                    .and_then(|key| self.attempts.get(&key))
+                    .is_some_and(|a| a.announce.is_none() && !a.results.is_empty());
             if let (true, Some(ix)) = (unlisted_copy, ix) {
                 self.records[ix as usize].unlisted -= 1;
                 self.counts.repeats += 1;
@@ -939,14 +961,26 @@ impl Ledger {
                         expected: u.expected,
                     });
                 }
+                Some(_) if attempt_announce_lost => {
+                    let at = self.show(u.pos);
+                    self.discrepancies.push(Discrepancy::Missing {
+                        at,
+                        event: u.event,
+                        expected: u.expected,
+                    });
+                }
                 // A copy of an event the record merged (the correlator's `Duplicate`, or
                 // `Late` once the record was published), or one the audit cannot judge.
                 Some(r) if u.kind == 0 || r.merged & u.kind != 0 || r.partial => {
                     self.counts.repeats += 1;
                 }
                 // Its record merged none of its kind, and says it has none: the call had
-                // closed before it came.
-                Some(r) if !(u.kind == COMPLETION && r.has_result) => self.counts.late += 1,
+                // closed before it came. An announce is late only for a record published
+                // without one (`Orphaned`): a record with a result had its call, so an announce
+                // of its id went into it, however late its result came.
+                Some(r) if !(r.has_result && (u.kind == COMPLETION || u.kind == ANNOUNCE)) => {
+                    self.counts.late += 1
+                }
                 // Not there, or its record has a result but lists no result event.
                 _ => {
                     let at = self.show(u.pos);
