@@ -2094,9 +2094,9 @@ fn genuine_runs_with_retries_checksums_and_files_in_any_order_audit_clean() {
     }
 }
 
-/// Tampered records the audit once passed: a later revision of another scope, a retry's
-/// announce or an early result's announce left out of the provenance, and records that list
-/// no input position.
+/// Tampered records the audit once passed: the revision an idempotent call's late result made
+/// taken out, a later revision of another scope, a retry's announce or an early result's
+/// announce left out of the provenance, and records that list no input position.
 #[test]
 fn revisions_of_another_scope_lost_announces_and_records_without_provenance_are_named() {
     use serde_json::Value;
@@ -2145,6 +2145,12 @@ fn revisions_of_another_scope_lost_announces_and_records_without_provenance_are_
             r#","turn":"t1","result":"done""#,
         ),
     ];
+    let ran = audit_changed("revision-lost", &revised, &|rs| {
+        rs.retain(|r| r["metadata"]["revision"] != 2);
+    });
+    assert_eq!(ran.code, 1, "{}", ran.show());
+    let want = "events.jsonl:4: completion source=s session=x callId=a1 is in no record";
+    assert!(ran.stdout.contains(want), "{want}: {}", ran.show());
     let ran = audit_changed("revised", &revised, &|rs| {
         let second = rs.iter_mut().find(|r| r["metadata"]["revision"] == 2);
         second.expect("a1's second revision")["metadata"]["session"] = "someone-else".into();

@@ -77,6 +77,8 @@ struct RecordInfo {
     call_id: Option<u64>,
     mixed_ids: bool,
     collapsed: bool,
+    /// Its call has an idempotency key: a result after it closed without one revises it.
+    idempotent: bool,
     /// The listed event furthest into its input: (input, offset, event time in ms). An event
     /// of its call that comes before it there, no later in event time, was applied before it.
     last: Option<(u32, i64, i64)>,
@@ -184,6 +186,8 @@ struct Unclaimed {
     kind: u8,
     /// For a result with a call id, what it says ([`result_says`]).
     result: Option<u64>,
+    /// A result with a call id that reports an outcome (not a cancellation).
+    outcome: bool,
     /// For a hook decision or an approval with a call id, what it says as a record holds it
     /// ([`fact_held_hash`](super::identity::fact_held_hash)).
     fact: Option<u64>,
@@ -374,6 +378,11 @@ impl Ledger {
             let info = &mut self.records[record as usize];
             info.has_result = head.status.as_ref().is_some_and(|s| has_result(s.phase));
             info.collapsed = head.correlation.as_ref().is_some_and(|c| c.attempts > 1);
+            info.idempotent = head
+                .spec
+                .as_ref()
+                .and_then(|s| s.side_effects.as_ref())
+                .is_some_and(|e| e.idempotency_key.is_some());
             info.unlisted = head
                 .correlation
                 .as_ref()
@@ -467,6 +476,7 @@ impl Ledger {
             call_id: None,
             mixed_ids: false,
             collapsed: false,
+            idempotent: false,
             last: None,
             tool: None,
             unlisted: 0,
@@ -688,6 +698,10 @@ impl Ledger {
                     (Some(_), EventBody::Completion(c)) => Some(result_says(c)),
                     _ => None,
                 };
+                let outcome = matches!(
+                    (&event.call_id, &event.body),
+                    (Some(_), EventBody::Completion(c)) if !c.cancelled
+                );
                 let fact = event.call_id.as_ref().and_then(|_| fact_of_event(event));
                 self.unclaimed.push(Unclaimed {
                     pos,
@@ -697,6 +711,7 @@ impl Ledger {
                     says,
                     kind: kind_bit(event),
                     result,
+                    outcome,
                     fact,
                     event: describe(event),
                     expected,
@@ -973,6 +988,16 @@ impl Ledger {
                 // `Late` once the record was published), or one the audit cannot judge.
                 Some(r) if u.kind == 0 || r.merged & u.kind != 0 || r.partial => {
                     self.counts.repeats += 1;
+                }
+                // A result of an idempotent call its record closed without one: the correlator
+                // publishes it as the record's next revision, which the outputs lack.
+                Some(r) if r.idempotent && !r.has_result && !r.partial && u.outcome => {
+                    let at = self.show(u.pos);
+                    self.discrepancies.push(Discrepancy::Missing {
+                        at,
+                        event: u.event,
+                        expected: u.expected,
+                    });
                 }
                 // Its record merged none of its kind, and says it has none: the call had
                 // closed before it came. An announce is late only for a record published

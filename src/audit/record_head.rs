@@ -30,6 +30,13 @@ pub(super) struct StatusHead {
 pub(super) struct SpecHead {
     pub(super) tool_ref: Option<ToolRefHead>,
     pub(super) approval: Option<toolcalls_model::ApprovalState>,
+    pub(super) side_effects: Option<SideEffectsHead>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct SideEffectsHead {
+    pub(super) idempotency_key: Option<String>,
 }
 
 #[derive(serde::Deserialize)]
