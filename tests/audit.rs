@@ -2151,6 +2151,31 @@ fn revisions_of_another_scope_lost_announces_and_records_without_provenance_are_
     assert_eq!(ran.code, 1, "{}", ran.show());
     let want = "events.jsonl:4: completion source=s session=x callId=a1 is in no record";
     assert!(ran.stdout.contains(want), "{want}: {}", ran.show());
+    // Read in reverse, the revisions audit as in order.
+    let ran = audit_changed("reversed", &revised, &|rs| rs.reverse());
+    assert_eq!(ran.code, 0, "{}", ran.show());
+    assert!(
+        ran.stdout.contains("1 later revisions, 0 identical copies"),
+        "{}",
+        ran.show()
+    );
+    // A revision that left out the announce, read before the one that lists it.
+    let ran = audit_changed("dropped-read-first", &revised, &|rs| {
+        let second = rs
+            .iter()
+            .position(|r| r["metadata"]["revision"] == 2)
+            .unwrap();
+        rs[second]["provenance"][0]["lines"] = serde_json::json!([4]);
+        let moved = rs.remove(second);
+        rs.insert(0, moved);
+    });
+    assert_eq!(ran.code, 1, "{}", ran.show());
+    assert!(ran.stdout.contains("dropped     "), "{}", ran.show());
+    assert!(
+        ran.stdout.contains("events.jsonl:1: in record"),
+        "{}",
+        ran.show()
+    );
     let ran = audit_changed("revised", &revised, &|rs| {
         let second = rs.iter_mut().find(|r| r["metadata"]["revision"] == 2);
         second.expect("a1's second revision")["metadata"]["session"] = "someone-else".into();

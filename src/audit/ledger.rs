@@ -353,8 +353,16 @@ impl Ledger {
                     self.counts.revisions += 1;
                     None
                 } else {
-                    let older = self.older.entry((n, revision)).or_insert(content);
-                    Some(*older)
+                    // An earlier revision read after a later one: a copy only if it was read
+                    // before; the first time, its claims are made like any revision's.
+                    match self.older.entry((n, revision)) {
+                        std::collections::hash_map::Entry::Occupied(o) => Some(*o.get()),
+                        std::collections::hash_map::Entry::Vacant(v) => {
+                            v.insert(content);
+                            self.counts.revisions += 1;
+                            None
+                        }
+                    }
                 };
                 match seen {
                     Some(c) if c == content => {
