@@ -1572,14 +1572,17 @@ fn a_local_runs_dead_letters_account_for_what_it_refused() {
         .iter()
         .all(|d| d["input"] == s(&input) && d["error"].as_str().is_some_and(|e| !e.is_empty())));
 
-    let audit = run(&[
-        "audit",
-        s(&input),
-        "-r",
-        s(records),
-        "--dead-letters",
-        s(dead),
-    ]);
+    let audit_with = |dead: &Path| {
+        run(&[
+            "audit",
+            s(&input),
+            "-r",
+            s(records),
+            "--dead-letters",
+            s(dead),
+        ])
+    };
+    let audit = audit_with(dead);
     assert_eq!(audit.code, 0, "{}", audit.show());
     assert!(audit.stdout.contains("4 dead-lettered"), "{}", audit.show());
     let without = run(&["audit", s(&input), "-r", s(records)]);
@@ -1589,27 +1592,26 @@ fn a_local_runs_dead_letters_account_for_what_it_refused() {
         "{}",
         without.show()
     );
-    // A dead-letter file that lacks a bad line does not account for it.
-    let short = dir.join("short.jsonl");
+    // A dead-letter file changed: the audit fails, saying `want` of line `line`.
+    let changed = |name: &str, text: String, line: u32, want: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        let audit = audit_with(&path);
+        assert_eq!(audit.code, 1, "{}", audit.show());
+        let want = format!("{}:{line}: {want}", input.display());
+        assert!(audit.stdout.contains(&want), "{want}: {}", audit.show());
+    };
+    // One that lacks a bad line does not account for it.
     let kept: Vec<&str> = written
         .lines()
         .filter(|l| !l.contains("not_json"))
         .collect();
-    std::fs::write(&short, kept.join("\n")).unwrap();
-    let audit = run(&[
-        "audit",
-        s(&input),
-        "-r",
-        s(records),
-        "--dead-letters",
-        s(&short),
-    ]);
-    assert_eq!(audit.code, 1, "{}", audit.show());
-    let want = format!(
-        "undecodable {}:3: not a valid event (not_json)",
-        input.display()
-    );
-    assert!(audit.stdout.contains(&want), "{want}: {}", audit.show());
+    let want = "not a valid event (not_json)";
+    changed("short.jsonl", kept.join("\n"), 3, want);
+    // One that names a line past the end of the input names nothing there.
+    let past = written.replace(r#""line":3,"#, r#""line":999,"#);
+    let want = "named by a dead letter (not_json), but the input holds nothing there";
+    changed("past.jsonl", past, 999, want);
 }
 
 /// Retries collapsed by an idempotency key: a result of an attempt whose record lists another

@@ -58,6 +58,8 @@ pub enum Discrepancy {
         record: RecordId,
         not_an_event: Option<String>,
     },
+    /// A dead letter names a position inside the audited range that holds no input.
+    DeadLetterOfNothing { at: String, reason: String },
     /// A record whose id derives from none of the events it lists (the correlator derives it
     /// from the call id, or the position, of the event that opened the call).
     ForeignId { record: RecordId },
@@ -157,6 +159,10 @@ impl fmt::Display for Discrepancy {
             } => write!(
                 f,
                 "dropped     {at}: in record {record} revision {revision}, not in its latest revision {latest}"
+            ),
+            Discrepancy::DeadLetterOfNothing { at, reason } => write!(
+                f,
+                "no input    {at}: named by a dead letter ({reason}), but the input holds nothing there"
             ),
             Discrepancy::NoSuchInput {
                 at,

@@ -157,7 +157,8 @@ pub struct Ledger {
     /// The content hash of each revision but a record's latest, by (record, revision): rare.
     older: Map<(u32, u32), u64>,
     claims: Map<Pos, Claim>,
-    dead: Map<Pos, Box<str>>,
+    /// Dead-lettered positions: the reason, and whether the input held something there.
+    dead: Map<Pos, (Box<str>, bool)>,
     /// Identity of an event merged into a record → the record.
     identities: Map<u64, u32>,
     /// Input events nothing claims, resolved at the end.
@@ -579,7 +580,9 @@ impl Ledger {
         self.counts.dead_letters += 1;
         match pos {
             Some(pos) if self.inputs[pos.0 as usize].range.contains(pos.1) => {
-                self.dead.entry(pos).or_insert_with(|| reason.into());
+                self.dead
+                    .entry(pos)
+                    .or_insert_with(|| (reason.into(), false));
             }
             _ => self.counts.outside += 1,
         }
@@ -588,7 +591,10 @@ impl Ledger {
     /// What the input at `pos` holds: an event, or an input that is not one (and why).
     pub fn input_event(&mut self, pos: Pos, input: Content<'_>) {
         self.counts.inputs += 1;
-        let dead = self.dead.get(&pos);
+        let dead = self.dead.get_mut(&pos).map(|(reason, seen)| {
+            *seen = true;
+            reason.clone()
+        });
         if let Some(claim) = self.claims.get_mut(&pos) {
             claim.seen = true;
             let claim = *claim;
@@ -598,7 +604,7 @@ impl Ledger {
                 Kind::Published => self.counts.in_records += 1,
                 Kind::Pending => self.counts.pending += 1,
             }
-            if let Some(reason) = dead {
+            if let Some(reason) = &dead {
                 let reason = reason.to_string();
                 self.discrepancies.push(Discrepancy::RecordAndDeadLetter {
                     at: self.show(pos),
@@ -1024,6 +1030,18 @@ impl Ledger {
                     });
                 }
             }
+        }
+        let mut unseen: Vec<(Pos, String)> = self
+            .dead
+            .iter()
+            .filter(|(pos, (_, seen))| !seen && self.inputs[pos.0 as usize].read)
+            .map(|(pos, (reason, _))| (*pos, reason.to_string()))
+            .collect();
+        unseen.sort_unstable();
+        for (pos, reason) in unseen {
+            let at = self.show(pos);
+            self.discrepancies
+                .push(Discrepancy::DeadLetterOfNothing { at, reason });
         }
         for (pos, claim) in claims {
             let info = &self.records[claim.record as usize];
