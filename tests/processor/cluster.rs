@@ -610,8 +610,17 @@ pub fn live_pending(
     let mut held = BTreeMap::new();
     for addr in addrs {
         for session in sessions {
-            let (status, body) =
-                rt.block_on(http_get(*addr, &format!("/v1/sessions/{session}/pending")));
+            let path = format!("/v1/sessions/{session}/pending");
+            // 503: the instance is restoring the session's partition (a rebalance the last
+            // joins or leaves started): it answers once the partition is restored.
+            let deadline = Instant::now() + Duration::from_secs(60);
+            let (status, body) = loop {
+                let (status, body) = rt.block_on(http_get(*addr, &path));
+                if status != 503 || Instant::now() >= deadline {
+                    break (status, body);
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            };
             // 421: the session's partition is another instance's, which answers for it.
             if status == 421 {
                 continue;
