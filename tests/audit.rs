@@ -1612,6 +1612,17 @@ fn a_local_runs_dead_letters_account_for_what_it_refused() {
     let past = written.replace(r#""line":3,"#, r#""line":999,"#);
     let want = "named by a dead letter (not_json), but the input holds nothing there";
     changed("past.jsonl", past, 999, want);
+    // Reasons swapped: a valid event is no `not_json`, and a line that is not JSON was no
+    // correlator's refusal.
+    let swapped = written
+        .replace("conflicting_call_id", "was_refused")
+        .replace("not_json", "conflicting_call_id")
+        .replace("was_refused", "not_json");
+    let want = "dead-lettered as not_json, but the input there is a valid event";
+    changed("swapped.jsonl", swapped.clone(), 2, want);
+    let want =
+        "dead-lettered as conflicting_call_id, but the input there is not a valid event (not_json)";
+    changed("swapped.jsonl", swapped, 3, want);
 }
 
 /// Retries collapsed by an idempotency key: a result of an attempt whose record lists another

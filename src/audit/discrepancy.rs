@@ -58,6 +58,13 @@ pub enum Discrepancy {
         record: RecordId,
         not_an_event: Option<String>,
     },
+    /// A dead letter whose reason says the opposite of what its input is: a reason of decoding
+    /// for a valid event, or a refusal of the correlator for an input that is no event.
+    DeadLetterMismatch {
+        at: String,
+        reason: String,
+        holds: String,
+    },
     /// A dead letter names a position inside the audited range that holds no input.
     DeadLetterOfNothing { at: String, reason: String },
     /// A record whose id derives from none of the events it lists (the correlator derives it
@@ -159,6 +166,10 @@ impl fmt::Display for Discrepancy {
             } => write!(
                 f,
                 "dropped     {at}: in record {record} revision {revision}, not in its latest revision {latest}"
+            ),
+            Discrepancy::DeadLetterMismatch { at, reason, holds } => write!(
+                f,
+                "dead letter {at}: dead-lettered as {reason}, but the input there is {holds}"
             ),
             Discrepancy::DeadLetterOfNothing { at, reason } => write!(
                 f,

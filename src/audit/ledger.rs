@@ -18,7 +18,7 @@ use foldhash::fast::RandomState;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use toolcalls_model::record::{Origin, Provenance};
-use toolcalls_model::{Event, EventBody, EventKind, Phase, RecordId, ToolCallRecord};
+use toolcalls_model::{DecodeError, Event, EventBody, EventKind, Phase, RecordId, ToolCallRecord};
 
 type Map<K, V> = HashMap<K, V, RandomState>;
 
@@ -588,6 +588,26 @@ impl Ledger {
         }
     }
 
+    /// A dead letter's reason against what its input holds: a reason of decoding is given to an
+    /// input that is no event, a refusal of the correlator to an event. The other reasons (size,
+    /// time, key, a panic) are the runtime's own, which the input alone cannot confirm.
+    fn check_dead_letter(&mut self, pos: Pos, reason: &str, input: &Content<'_>) {
+        // `too_large` is the runtime's size limit, which the audit's decoding does not apply.
+        let decoding = DecodeError::REASONS.contains(&reason) && reason != "too_large";
+        let holds = match input {
+            Content::Event(_) if decoding => "a valid event".to_owned(),
+            Content::Invalid(why) if toolcalls_core::REFUSAL_REASONS.contains(&reason) => {
+                format!("not a valid event ({why})")
+            }
+            _ => return,
+        };
+        self.discrepancies.push(Discrepancy::DeadLetterMismatch {
+            at: self.show(pos),
+            reason: reason.to_owned(),
+            holds,
+        });
+    }
+
     /// What the input at `pos` holds: an event, or an input that is not one (and why).
     pub fn input_event(&mut self, pos: Pos, input: Content<'_>) {
         self.counts.inputs += 1;
@@ -595,6 +615,9 @@ impl Ledger {
             *seen = true;
             reason.clone()
         });
+        if let Some(reason) = &dead {
+            self.check_dead_letter(pos, reason, &input);
+        }
         if let Some(claim) = self.claims.get_mut(&pos) {
             claim.seen = true;
             let claim = *claim;

@@ -502,7 +502,7 @@ async fn lag_latency_and_pending_age_are_wall_clock_not_event_time() {
     }
 
     // Dead-letter series exist, at zero, before the first dead letter.
-    for reason in toolcalls_processor::metrics::DEAD_LETTER_REASONS {
+    for reason in toolcalls_processor::metrics::dead_letter_reasons() {
         let series: Vec<_> = gathered("toolcalls_dlq_messages_total")
             .into_iter()
             .filter(|m| m.get_label().iter().any(|l| l.value() == reason))

@@ -40,7 +40,7 @@ pub use config::Config;
 pub use correlator::{Correlator, RestoreError};
 pub use replay::{replay, FinishMode, Replay};
 pub use state::{ChangelogOp, MAX_LISTED_REPEATS};
-pub use step::{refusal_explained, Effects, Outcome, Position, Released};
+pub use step::{refusal_explained, Effects, Outcome, Position, Released, REFUSAL_REASONS};
 
 #[cfg(doc)]
 use toolcalls_model::Event;

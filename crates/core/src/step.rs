@@ -49,6 +49,9 @@ pub enum Outcome {
     Held,
 }
 
+/// Every reason of [`Outcome::Rejected`].
+pub const REFUSAL_REASONS: [&str; 2] = ["conflicting_call_id", "call_too_large"];
+
 /// What a refusal's reason ([`Outcome::Rejected`]) means, and what to do about it.
 pub fn refusal_explained(reason: &str) -> &'static str {
     match reason {

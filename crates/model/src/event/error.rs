@@ -41,6 +41,22 @@ pub enum DecodeError {
 }
 
 impl DecodeError {
+    /// Every [`DecodeError::reason`].
+    pub const REASONS: [&'static str; 12] = [
+        "empty",
+        "invalid_utf8",
+        "not_json",
+        "too_deep",
+        "too_large",
+        "invalid_field",
+        "unsupported_version",
+        "unknown_kind",
+        "missing_field",
+        "field_not_allowed",
+        "empty_field",
+        "invalid",
+    ];
+
     /// A short label for metrics and the dead-letter `reason` header (a bounded set).
     pub fn reason(&self) -> &'static str {
         match self {
@@ -57,5 +73,37 @@ impl DecodeError {
             DecodeError::EmptyField { .. } => "empty_field",
             DecodeError::Invalid(_) => "invalid",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DecodeError;
+
+    #[test]
+    fn every_reason_is_listed() {
+        let field = "f";
+        let all = [
+            DecodeError::Empty,
+            DecodeError::InvalidUtf8,
+            DecodeError::NotJson(String::new()),
+            DecodeError::TooDeep,
+            DecodeError::TooLarge { size: 2, limit: 1 },
+            DecodeError::InvalidField(String::new()),
+            DecodeError::UnsupportedVersion(String::new()),
+            DecodeError::UnknownKind(String::new()),
+            DecodeError::MissingField {
+                field,
+                kind: "announce",
+            },
+            DecodeError::FieldNotAllowed {
+                field,
+                kind: "announce",
+            },
+            DecodeError::EmptyField { field },
+            DecodeError::Invalid(String::new()),
+        ];
+        let reasons: Vec<&str> = all.iter().map(DecodeError::reason).collect();
+        assert_eq!(reasons, DecodeError::REASONS);
     }
 }
