@@ -190,6 +190,12 @@ pub(crate) struct Extras {
     pub hooks: Vec<HookDecisionEntry>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attributes: Option<Map<String, Value>>,
+    /// Repeat keys (`correlator/repeats.rs`) of events without an id that went into the call
+    /// and that its state cannot give again — retries collapsed into it, facts a later one
+    /// replaced, the events of a waiting entry it took: its copies are told by them, pending and
+    /// once closed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeats: Vec<u64>,
     /// Input positions of the events merged into the call besides the one in [`Call::pos`]
     /// (repeats, facts, collapsed retries, the events of a waiting result it took); a result that
     /// closes the call is not kept, it goes straight into the record.
@@ -293,6 +299,18 @@ impl Call {
 
     pub fn aliases(&self) -> &[CallId] {
         self.extras.as_ref().map_or(&[], |x| &x.aliases)
+    }
+
+    /// [`Extras::repeats`].
+    pub fn kept_repeats(&self) -> &[u64] {
+        self.extras.as_ref().map_or(&[], |x| &x.repeats)
+    }
+
+    /// Keeps repeat key `key` of an event that went into the call ([`Extras::repeats`]).
+    pub fn keep_repeat(&mut self, key: u64) {
+        if !self.kept_repeats().contains(&key) {
+            self.extras_mut().repeats.push(key);
+        }
     }
 
     /// Whether any id names this call (its own or a collapsed retry's).

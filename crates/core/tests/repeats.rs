@@ -568,3 +568,103 @@ fn a_late_copy_of_a_fact_that_names_only_its_tool_is_late() {
     assert!(h.take().is_empty());
     assert!(out.records.is_empty(), "{:#?}", out.records);
 }
+
+/// A copy of a turn event (delivered again, or its file read again) comes after calls that
+/// were announced once the turn had ended: they are not of that turn, and it does not close
+/// them.
+#[test]
+fn a_copy_of_a_turn_end_leaves_the_calls_announced_after_it() {
+    for copy in [ev("s").at(0).turn_aborted(), ev("s").at(0).turn_end()] {
+        let mut h = Harness::new();
+        h.apply(ev("s").at(0).turn_aborted());
+        h.apply(
+            ev("s")
+                .id("c1")
+                .at(10)
+                .announce("Bash", json!({"cmd": "make"})),
+        );
+        assert_eq!(h.apply(copy), Outcome::Applied);
+        // Past the turn grace after the copy's time: a call it closed would be closed now.
+        h.apply(ev("s").id("c2").at(40_000).announce("Read", json!({})));
+        h.apply(ev("s").id("c2").at(41_000).done(json!("x")));
+        assert_eq!(
+            h.apply(ev("s").id("c1").at(50_000).done(json!("built"))),
+            Outcome::Matched(Strategy::CallId)
+        );
+        let records = h.take();
+        assert_eq!(records.len(), 2, "{records:#?}");
+        assert!(records.iter().all(|r| r.status.phase == Phase::Succeeded));
+    }
+}
+
+/// A retry without an id collapsed into its call by the key: its copy is a duplicate while the
+/// call is pending, and late once the record is out — also after a restore — never another
+/// attempt or a new revision.
+#[test]
+fn copies_of_a_retry_without_an_id_are_repeats_not_attempts() {
+    let retry = |ms: i64| {
+        ev("s").at(ms).announce_with(Announce {
+            tool: "T".into(),
+            args: Some(json!({"a": 1}).into()),
+            side_effects: Some(SideEffects {
+                idempotency_key: Some("k".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    };
+    let mut h = Harness::new();
+    h.apply(retry(0));
+    assert_eq!(h.apply(retry(2_000)), Outcome::Collapsed);
+    assert_eq!(h.apply(retry(2_000)), Outcome::Duplicate);
+    h.apply(ev("s").at(3_000).done_tool("T", json!("ok")));
+    let r = h.one();
+    assert_eq!((r.correlation.attempts, r.correlation.duplicates), (2, 1));
+    assert_eq!(h.apply(retry(2_000)), Outcome::Late);
+    assert!(h.take().is_empty());
+    let mut restored = Harness {
+        c: h.restored(),
+        ..Harness::new()
+    };
+    restored.next = 10;
+    assert_eq!(restored.apply(retry(2_000)), Outcome::Late);
+    assert!(restored.take().is_empty());
+
+    // A copy of the retry while the call is pending survives a restore too.
+    let mut h = Harness::new();
+    h.apply(retry(0));
+    h.apply(retry(2_000));
+    let mut restored = Harness {
+        c: h.restored(),
+        ..Harness::new()
+    };
+    restored.next = 10;
+    assert_eq!(restored.apply(retry(2_000)), Outcome::Duplicate);
+}
+
+/// Two approvals without an id that came before their call, naming only its tool: the second
+/// replaces the first in the call's state, and a copy of the first that comes after the record
+/// is still late, not an `Orphaned` record of its own.
+#[test]
+fn a_copy_of_a_replaced_fact_is_late() {
+    let approval = |ms: i64| {
+        ev("s").at(ms).event(EventBody::Approval(Approval {
+            tool: Some("Read".into()),
+            args: None,
+            checksum: None,
+            decision: ApprovalDecision::Approved,
+            by: None,
+            reason: None,
+        }))
+    };
+    let mut h = Harness::new();
+    h.apply(approval(1_000));
+    h.apply(approval(2_000));
+    h.apply(ev("s").id("c1").at(0).announce("Read", json!({"a": 2})));
+    h.apply(ev("s").id("c1").at(3_000).done(json!("r")));
+    let r = h.one();
+    assert_eq!(r.correlation.events_merged, 4);
+    assert_eq!(h.apply(approval(1_000)), Outcome::Late);
+    h.advance(10_000);
+    assert!(h.take().is_empty(), "no second record");
+}

@@ -85,6 +85,7 @@ fn full_call() -> Call {
             at: t(1),
         }],
         attributes: Some(json!({"x": [1, 2]}).as_object().unwrap().clone()),
+        repeats: Vec::new(),
         positions: vec![Position::new(1, 5), Position::new(0, i64::MAX)],
     };
     Call {
@@ -179,6 +180,11 @@ fn calls_round_trip() {
     // A bare call is a few dozen bytes (its JSON would be several hundred).
     assert!(bare.len() < 70, "{}", bare.len());
     assert!(full.len() > bare.len());
+    // The repeat keys a call keeps of the events its state cannot give again.
+    let mut kept = full_call();
+    kept.keep_repeat(7);
+    kept.keep_repeat(u64::MAX);
+    call_round_trip(&scope(true), &kept);
 }
 
 #[test]

@@ -212,6 +212,11 @@ impl Correlator {
                     call.extras_mut().aliases.push(id.clone());
                 }
             }
+            // A retry without an id: its copies are told by its key, as the call's own are.
+            if let Some(key) = repeat {
+                call.keep_repeat(key);
+                self.scopes.get_mut(ix).repeats.insert(key, seq);
+            }
             self.pending_bytes = self.pending_bytes + call_bytes(call) - before;
             self.note_merged(seq);
         } else if let Some(closed) = self.entries.closed.get_mut(&seq) {
@@ -256,6 +261,8 @@ impl Correlator {
         seq: u64,
         waiting_seq: u64,
     ) -> (Option<Done>, Option<CallId>) {
+        // Taking the entry out releases its repeat key: the call keeps it.
+        let repeat = self.waiting_repeats.get(&waiting_seq).copied();
         let Some(live) = self.remove_live(waiting_seq) else {
             return (None, None);
         };
@@ -275,9 +282,11 @@ impl Correlator {
             positions,
             ..
         } = *waiting;
+        let given = self.keys_given(seq);
         for fact in facts {
             self.apply_fact(seq, fact);
         }
+        self.keep_keys_lost(seq, given.into_iter().chain(repeat));
         let mut took_id = false;
         if let Some(call) = self.entries.call_mut(seq) {
             let before = call_bytes(call);
@@ -286,6 +295,10 @@ impl Correlator {
             call.add_positions(positions);
             call.updated_at = call.updated_at.max(updated_at);
             merge_call_attributes(call, attributes);
+            if let Some(key) = repeat {
+                let ix = call.scope;
+                self.scopes.get_mut(ix).repeats.insert(key, seq);
+            }
             // An id-less announce linked by a fallback: the waiting result's id names the call.
             if has_id && !call.has_id {
                 call.extras_mut().aliases.push(CallId(key.to_string()));

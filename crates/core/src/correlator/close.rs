@@ -40,6 +40,11 @@ impl Correlator {
             if turn.is_some() && call.turn.as_deref() != turn.map(TurnId::as_str) {
                 continue;
             }
+            // A call announced after the turn ended is not of it: a copy of a turn end (at
+            // least once, or a file read again) must not close the calls that came after it.
+            if call.created_at > time {
+                continue;
+            }
             // A deadline only comes closer; at the same time, a turn end names the cause better
             // than the call timeout. A denial stays the cause.
             if at < call.deadline || (call.cause == DeadlineCause::Timeout && at == call.deadline) {
@@ -89,10 +94,14 @@ impl Correlator {
             Some(c) => {
                 let tool = self.scopes.get(c.scope).tool_name(c.tool);
                 // One allocation of the exact size (none for a call with an id and no facts).
-                let keys: Box<[u64]> = repeats::of_facts(c, tool)
-                    .into_iter()
-                    .chain(repeats::of_call(c, tool))
-                    .collect();
+                let mut keys: Vec<u64> = repeats::of_facts(c, tool);
+                keys.extend(repeats::of_call(c, tool));
+                for &key in c.kept_repeats() {
+                    if !keys.contains(&key) {
+                        keys.push(key);
+                    }
+                }
+                let keys = keys.into_boxed_slice();
                 (tool.to_owned(), keys)
             }
             None => return,

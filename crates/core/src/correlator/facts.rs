@@ -120,10 +120,12 @@ impl Correlator {
             if self.over_budget(link.seq, &fact, env.attributes.as_ref()) {
                 return Outcome::Rejected(TOO_LARGE);
             }
+            let given = self.keys_given(link.seq);
             self.merge_fact(link.seq, fact, time, env.attributes);
             if let Some(key) = repeat {
                 self.scopes.get_mut(ix).repeats.insert(key, link.seq);
             }
+            self.keep_keys_lost(link.seq, given.into_iter().chain(repeat));
             return Outcome::Merged;
         }
         self.park(
@@ -165,6 +167,36 @@ impl Correlator {
     }
 
     /// Merges the fact of an event (at `time`, with its `attributes`) into the pending call `seq`.
+    /// The repeat keys call `seq`'s state gives (its announce's, its facts'), which its closed
+    /// call is remembered by; none for another entry.
+    pub(super) fn keys_given(&self, seq: u64) -> Vec<u64> {
+        let Some(call) = self.entries.call(seq) else {
+            return Vec::new();
+        };
+        let tool = self.scopes.get(call.scope).tool_name(call.tool);
+        let mut keys = repeats::of_facts(call, tool);
+        keys.extend(repeats::of_call(call, tool));
+        keys
+    }
+
+    /// Keeps in call `seq` each of `keys` its state no longer gives: a fact a later one
+    /// replaced, an event whose key the state never gave (see [`Extras::repeats`]).
+    ///
+    /// [`Extras::repeats`]: crate::state::Extras::repeats
+    pub(super) fn keep_keys_lost(&mut self, seq: u64, keys: impl IntoIterator<Item = u64>) {
+        let given = self.keys_given(seq);
+        let Some(call) = self.entries.call_mut(seq) else {
+            return;
+        };
+        let before = call_bytes(call);
+        for key in keys {
+            if !given.contains(&key) {
+                call.keep_repeat(key);
+            }
+        }
+        self.pending_bytes = self.pending_bytes + call_bytes(call) - before;
+    }
+
     fn merge_fact(
         &mut self,
         seq: u64,

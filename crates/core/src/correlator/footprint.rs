@@ -73,6 +73,8 @@ fn extras_bytes(x: &Extras) -> usize {
         + x.hooks.len() * FACT
         + x.approval.as_ref().map_or(0, |_| FACT)
         + positions_bytes(&x.positions)
+        // Each kept repeat key, and its entry in the scope's table of repeat keys.
+        + x.repeats.len() * (8 + TABLE_SLOT)
 }
 
 /// Bytes held by a list of input positions.

@@ -59,6 +59,9 @@ impl Correlator {
         if let Some(key) = repeat {
             scope.repeats.insert(key, seq);
         }
+        for &key in call.kept_repeats() {
+            scope.repeats.insert(key, seq);
+        }
         let slot = scope.tool_slot(tool);
         scope.tools[slot as usize]
             .calls
