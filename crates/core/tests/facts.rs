@@ -146,3 +146,35 @@ fn facts_past_a_calls_budget_are_refused() {
         Outcome::Rejected("call_too_large")
     );
 }
+
+/// Events that came before their announce — its result under its id, and an execution start
+/// known only by its checksum — all go into the call when it comes, as they do in order.
+#[test]
+fn an_announce_takes_its_own_waiting_result_and_the_facts_waiting_by_checksum() {
+    let args = json!({"a": 1});
+    let cs = checksum_of("T", Some(&args));
+    for early in [
+        ev("s").id("c1").at(2_000).done(json!("ok")),
+        ev("s")
+            .id("c1")
+            .at(500)
+            .approval(ApprovalDecision::Approved, None),
+    ] {
+        let mut h = Harness::new();
+        assert_eq!(h.apply(early), Outcome::Pending);
+        assert_eq!(
+            h.apply(ev("s").at(1_000).exec_start(cs.clone())),
+            Outcome::Pending
+        );
+        h.apply(ev("s").id("c1").at(0).announce("T", args.clone()));
+        h.apply(ev("s").id("c1").at(3_000).done(json!("ok")));
+        h.advance(100_000);
+        let r = h.one();
+        assert_eq!(r.status.phase, Phase::Succeeded);
+        assert_eq!(
+            r.status.started_at,
+            Some(t(1_000)),
+            "the execution start went in"
+        );
+    }
+}

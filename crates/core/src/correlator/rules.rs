@@ -134,17 +134,15 @@ impl Correlator {
     /// waiting result it takes (if any) and the waiting entries of facts alone that belong to it.
     pub(super) fn find_waiting_for(&self, call: &Call, tool: &str) -> (Option<Link>, Vec<u64>) {
         let scope = self.scopes.get(call.scope);
-        if let Some(id) = call.call_id() {
-            if let Some(seq) = id_holder(scope, &self.entries, &self.hs, id) {
-                if let Some(Live::Waiting(waiting)) = self.entries.live(seq) {
-                    return if waiting.done.is_some() {
-                        (Some(Link::call_id(seq)), Vec::new())
-                    } else {
-                        (None, vec![seq])
-                    };
-                }
-            }
-        }
+        // What waits under the call's id is its own: its result is the link, and the facts
+        // waiting without an id that fit the call are taken beside it, as they are without one.
+        let by_id = call
+            .call_id()
+            .and_then(|id| id_holder(scope, &self.entries, &self.hs, id))
+            .and_then(|seq| match self.entries.live(seq) {
+                Some(Live::Waiting(waiting)) => Some((seq, waiting.done.is_some())),
+                _ => None,
+            });
         // The fallbacks' limits: never two ids, never two different turns, and never an event
         // with an id waiting for its own announce where calls carry ids.
         let fits = |waiting: &WaitingResult| -> bool {
@@ -161,7 +159,7 @@ impl Correlator {
             let Some(Live::Waiting(waiting)) = self.entries.live(seq) else {
                 continue;
             };
-            if !fits(waiting) {
+            if !fits(waiting) || by_id.is_some_and(|(own, _)| own == seq) {
                 continue;
             }
             if waiting.done.is_none() {
@@ -173,6 +171,9 @@ impl Correlator {
                 if same && waiting.facts.iter().all(|f| lacks(call, f)) {
                     facts.push(seq);
                 }
+                continue;
+            }
+            if by_id.is_some() {
                 continue;
             }
             let rule = if waiting.checksum.is_some() && waiting.checksum == call.checksum {
@@ -191,6 +192,14 @@ impl Correlator {
             if best[rule].is_none_or(|b| key < b) {
                 best[rule] = Some(key);
             }
+        }
+        match by_id {
+            Some((seq, true)) => return (Some(Link::call_id(seq)), facts),
+            Some((seq, false)) => {
+                facts.insert(0, seq);
+                return (None, facts);
+            }
+            None => {}
         }
         let strategies = [Strategy::Checksum, Strategy::ToolFifo, Strategy::Oldest];
         let link = (0..3).find_map(|rule| {
