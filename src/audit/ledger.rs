@@ -940,6 +940,10 @@ impl Ledger {
             let other_attempt = record.is_some_and(|r| {
                 u.result.is_some() && r.collapsed && !r.partial && r.merged & COMPLETION != 0
             }) && ix.is_some_and(|ix| !self.lists_a_result_of(ix, &u));
+            // A result of an idempotent call its record closed without one: the correlator
+            // publishes it as the record's next revision, lost when no record lists it.
+            let revision_lost =
+                u.outcome && record.is_some_and(|r| r.idempotent && !r.has_result && !r.partial);
             // The announce of an attempt whose result its record lists, and not its announce: a
             // retry joins its call by its announce, so the record merged it and lost it.
             let attempt_announce_lost = u.kind == ANNOUNCE
@@ -1005,15 +1009,8 @@ impl Ledger {
                 {
                     self.counts.late += 1;
                 }
-                Some(_) if other_attempt => {
-                    let at = self.show(u.pos);
-                    self.discrepancies.push(Discrepancy::Missing {
-                        at,
-                        event: u.event,
-                        expected: u.expected,
-                    });
-                }
-                Some(_) if attempt_announce_lost => {
+                // That lost outcome; or the announce of a retry whose result is listed.
+                Some(_) if other_attempt || attempt_announce_lost => {
                     let at = self.show(u.pos);
                     self.discrepancies.push(Discrepancy::Missing {
                         at,
@@ -1026,24 +1023,20 @@ impl Ledger {
                 Some(r) if u.kind == 0 || r.merged & u.kind != 0 || r.partial => {
                     self.counts.repeats += 1;
                 }
-                // A result of an idempotent call its record closed without one: the correlator
-                // publishes it as the record's next revision, which the outputs lack.
-                Some(r) if r.idempotent && !r.has_result && !r.partial && u.outcome => {
-                    let at = self.show(u.pos);
-                    self.discrepancies.push(Discrepancy::Missing {
-                        at,
-                        event: u.event,
-                        expected: u.expected,
-                    });
-                }
                 // Its record merged none of its kind, and says it has none: the call had
                 // closed before it came. An announce is late only for a record published
                 // without one (`Orphaned`): a record with a result had its call, so an announce
-                // of its id went into it, however late its result came.
-                Some(r) if !(r.has_result && (u.kind == COMPLETION || u.kind == ANNOUNCE)) => {
+                // of its id went into it, however late its result came. Nor is a result of an
+                // idempotent call its record closed without one: the correlator publishes it as
+                // the record's next revision.
+                Some(r)
+                    if !(r.has_result && (u.kind == COMPLETION || u.kind == ANNOUNCE))
+                        && !revision_lost =>
+                {
                     self.counts.late += 1
                 }
-                // Not there, or its record has a result but lists no result event.
+                // Not there, its record has a result but lists no result event or announce, or
+                // the revision its idempotent call's result made is lost.
                 _ => {
                     let at = self.show(u.pos);
                     self.discrepancies.push(Discrepancy::Missing {

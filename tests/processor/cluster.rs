@@ -613,14 +613,12 @@ pub fn live_pending(
             let path = format!("/v1/sessions/{session}/pending");
             // 503: the instance is restoring the session's partition (a rebalance the last
             // joins or leaves started): it answers once the partition is restored.
-            let deadline = Instant::now() + Duration::from_secs(60);
-            let (status, body) = loop {
-                let (status, body) = rt.block_on(http_get(*addr, &path));
-                if status != 503 || Instant::now() >= deadline {
-                    break (status, body);
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            };
+            let mut answer = (0, String::new());
+            wait_until(&format!("{addr} to answer for {session}"), || {
+                answer = rt.block_on(http_get(*addr, &path));
+                answer.0 != 503
+            });
+            let (status, body) = answer;
             // 421: the session's partition is another instance's, which answers for it.
             if status == 421 {
                 continue;
